@@ -1,0 +1,415 @@
+"""Binding a motion to an environment, and adapting it to a changed one.
+
+``bind`` samples the descriptors (§5-§6) and keeps what the on-the-fly
+computation of §8 needs: the original motion, the bind-time mesh and the
+descriptors' triangles and barycentric coordinates. ``adapt`` rebuilds joint
+targets on a deformed mesh (Eq. 2) and warps the motion to them (§7.2).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import constants as C
+from .descriptors import compute_coefficients, reconstruct
+from .errors import BindingError, InputError, SkeletonError, TopologyError
+from .mesh import TriMesh
+from .proximity import Collider, CoverageIndex
+from .sampling import GeodesicSampler
+from .skeleton import Skeleton
+from .solver import Warper
+
+FORMAT_VERSION = 1
+
+
+def _check_motion(skeleton, motion):
+    motion = np.asarray(motion, dtype=float)
+    if motion.ndim != 3 or motion.shape[2] != 3:
+        raise InputError(f"motion must have shape (F,J,3) (frames, joints, xyz), got {motion.shape}")
+    if motion.shape[1] != len(skeleton):
+        raise InputError(f"motion has {motion.shape[1]} joints but the skeleton has {len(skeleton)}")
+    if motion.shape[0] == 0:
+        raise InputError("motion has no frames")
+    if not np.all(np.isfinite(motion)):
+        f, j, _ = np.argwhere(~np.isfinite(motion))[0]
+        raise InputError(f"motion has NaN or inf at frame {f}, joint '{skeleton.names[j]}': "
+                         "clean the source animation first")
+    return motion
+
+
+def measure_body_height(motion):
+    """Median over frames of the largest extent of the pose's bounding box."""
+    extent = motion.max(axis=1) - motion.min(axis=1)
+    return float(np.median(extent.max(axis=1)))
+
+
+def _check_bones(skeleton, motion, body_height):
+    """Zero-length bones: allowed on leaves (returned for gluing), fatal elsewhere."""
+    mean = skeleton.bone_lengths(motion).mean(axis=0)
+    zero = (skeleton.parents >= 0) & (mean <= C.ZERO_LENGTH * body_height)
+    leaves = set(skeleton.leaves.tolist())
+    bad = [skeleton.names[j] for j in np.flatnonzero(zero) if j not in leaves]
+    if bad:
+        raise SkeletonError(f"bone(s) of zero length that have children: {', '.join(bad)}; "
+                            "give them a length or remove them from the skeleton")
+    return zero
+
+
+def _check_mesh_frames(mesh, frames, what):
+    if mesh.animated and mesh.frame_count != frames:
+        raise InputError(f"the {what} mesh is animated over {mesh.frame_count} frames but the motion "
+                         f"has {frames}: give one set of vertices per frame, or a static (V,3) mesh")
+
+
+@dataclass
+class Binding:
+    """Descriptors of a motion against an environment, and what is needed to use them.
+
+    skeleton : Skeleton; motion : (F,J,3) original joint positions.
+    mesh : the bind-time TriMesh (static or animated over F frames).
+    triangles : (N,) int, barycentrics : (N,3) float: the descriptors.
+    body_height : float, in the motion's units.
+    settings : dict of the sampling parameters used.
+    """
+
+    skeleton: Skeleton
+    motion: np.ndarray
+    mesh: TriMesh
+    triangles: np.ndarray
+    barycentrics: np.ndarray
+    body_height: float
+    settings: dict = field(default_factory=dict)
+    _coefficients: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def descriptor_count(self):
+        return len(self.triangles)
+
+    @property
+    def frame_count(self):
+        return self.motion.shape[0]
+
+    def coefficients(self):
+        """Sparse (frame, joint, descriptor) coefficients, computed once (§8)."""
+        if self._coefficients is None:
+            d0 = self.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * self.body_height
+            self._coefficients = compute_coefficients(self.motion, self.mesh, self.triangles,
+                                                      self.barycentrics, self.body_height, d0)
+        return self._coefficients
+
+    def save(self, path):
+        """Write the binding to ``path`` (.npz). ``Binding.load`` reads it back exactly."""
+        data = dict(
+            version=np.int64(FORMAT_VERSION),
+            names=np.asarray(self.skeleton.names, dtype=str),
+            parents=self.skeleton.parents,
+            motion=self.motion,
+            vertices=self.mesh.vertices,
+            mesh_triangles=self.mesh.triangles,
+            triangles=self.triangles,
+            barycentrics=self.barycentrics,
+            body_height=np.float64(self.body_height),
+            setting_keys=np.asarray(sorted(self.settings), dtype=str),
+            setting_values=np.asarray([float(self.settings[k]) for k in sorted(self.settings)]),
+        )
+        if isinstance(path, (str, os.PathLike)):
+            with open(path, "wb") as fh:
+                np.savez_compressed(fh, **data)
+        else:
+            np.savez_compressed(path, **data)
+
+    def to_bytes(self):
+        buf = io.BytesIO()
+        self.save(buf)
+        return buf.getvalue()
+
+    @classmethod
+    def load(cls, path):
+        """Read a binding written by ``save`` (a path, file object or bytes)."""
+        if isinstance(path, (bytes, bytearray)):
+            path = io.BytesIO(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                version = int(z["version"])
+                if version > FORMAT_VERSION:
+                    raise BindingError(f"the binding was written by a newer version (format {version}); "
+                                       "update the extension")
+                skeleton = Skeleton(z["names"].tolist(), z["parents"])
+                mesh = TriMesh(z["vertices"], z["mesh_triangles"])
+                settings = dict(zip(z["setting_keys"].tolist(), z["setting_values"].tolist()))
+                return cls(skeleton, z["motion"], mesh, z["triangles"], z["barycentrics"],
+                           float(z["body_height"]), settings)
+        except (OSError, KeyError, ValueError) as e:
+            if isinstance(e, BindingError):
+                raise
+            raise BindingError(f"cannot read the binding ({e}): re-bind") from e
+
+
+def bind(skeleton, motion, mesh, body_height=None, *, radius_factor=C.RADIUS_FACTOR,
+         min_distance_fraction=C.MIN_DISTANCE_FRACTION, max_distance_fraction=C.MAX_DISTANCE_FRACTION,
+         progress=None):
+    """Sample relationship descriptors of ``motion`` against ``mesh``.
+
+    Parameters
+    ----------
+    skeleton : Skeleton with J joints.
+    motion : (F,J,3) float, world-space joint positions per frame (the
+        heads of the bones plus the tails of the leaf bones).
+    mesh : TriMesh, static (V,3) or animated (F,V,3), same units as motion.
+    body_height : float or None (measured from the motion).
+    radius_factor : Eq. 7 factor (0.5 in the paper); larger = fewer descriptors.
+    min_distance_fraction : d0 of Eq. 7 as a fraction of body height (0.05).
+    max_distance_fraction : joints farther than this (times body height) from
+        a triangle get no proximity point on it.
+    progress : optional callable ``(done, total)``; returning False cancels.
+
+    Returns
+    -------
+    Binding. A joint that never comes near a surface simply has no descriptor.
+    """
+    if not isinstance(skeleton, Skeleton):
+        raise InputError("skeleton must be a Skeleton(names, parents)")
+    if not isinstance(mesh, TriMesh):
+        raise InputError("mesh must be a TriMesh(vertices, triangles)")
+    motion = _check_motion(skeleton, motion)
+    F, J, _ = motion.shape
+    _check_mesh_frames(mesh, F, "environment")
+    if body_height is None:
+        body_height = measure_body_height(motion)
+    body_height = float(body_height)
+    if not np.isfinite(body_height) or body_height <= 0:
+        raise InputError(f"body height must be a positive length, got {body_height}; "
+                         "pass body_height explicitly for a motion that does not move its joints apart")
+    for name, value in (("radius_factor", radius_factor), ("min_distance_fraction", min_distance_fraction),
+                        ("max_distance_fraction", max_distance_fraction)):
+        if not (np.isfinite(value) and value > 0):
+            raise InputError(f"{name} must be a positive number, got {value}")
+    _check_bones(skeleton, motion, body_height)
+
+    max_distance = max_distance_fraction * body_height
+    tolerance = C.NEWTON_TOLERANCE * body_height
+    # §5: proximity points of every joint in every frame, frame-major order.
+    found = []
+    chunk = 1 if mesh.animated else max(1, 8192 // J)
+    index = None
+    for f0 in range(0, F, chunk):
+        fs = np.arange(f0, min(F, f0 + chunk))
+        if mesh.animated or index is None:
+            index = CoverageIndex(mesh.frame(f0), mesh.normals(f0), mesh.triangles, mesh.valid, max_distance)
+        pts = motion[fs].reshape(-1, 3)
+        pt, tri, bary, dist = index.query(pts, tolerance)
+        found.append((pt + f0 * J, tri, bary, dist))
+        if progress is not None and progress(int(fs[-1]) + 1, 2 * F) is False:
+            from .errors import Cancelled
+            raise Cancelled("bind cancelled")
+    key, tri, bary, dist = (np.concatenate(x) for x in zip(*found))
+    order = np.argsort(key, kind="stable")
+    key, tri, bary, dist = key[order], tri[order], bary[order], dist[order]
+
+    # §6: one fixed descriptor set, sampled incrementally with a geodesic radius.
+    rest = mesh.frame(0)
+    sampler = GeodesicSampler(rest, mesh.triangles, mesh.valid, mesh.weld)
+    on_rest = np.einsum("kc,kcd->kd", bary, rest[mesh.triangles[tri]])
+    d0 = min_distance_fraction * body_height
+    radii = radius_factor * np.maximum(dist, d0)                              # Eq. 7
+    keep = sampler.sample(tri, on_rest, radii)
+    if progress is not None:
+        progress(2 * F, 2 * F)
+    settings = dict(radius_factor=float(radius_factor), min_distance_fraction=float(min_distance_fraction),
+                    max_distance_fraction=float(max_distance_fraction),
+                    proximity_points=float(len(key)), graph_searches=float(sampler.graph_searches))
+    return Binding(skeleton, motion, mesh, tri[keep].astype(np.int64), bary[keep], body_height, settings)
+
+
+@dataclass
+class AdaptResult:
+    """Adapted motion and diagnostics.
+
+    positions : (F,J,3) adapted joint positions.
+    targets : (F,J,3) joint targets from the descriptors (Eq. 2).
+    affinity : (F,J) in [0,1], 1 for a joint in contact with a surface
+        (Eq. 8 with proximity weighting, see ``descriptors.reconstruct``;
+        overrides replace it).
+    bone_length_error : (F,) mean relative bone-length error per frame.
+    target_residual : (F,) mean distance from joints to their targets.
+    """
+
+    positions: np.ndarray
+    targets: np.ndarray
+    affinity: np.ndarray
+    bone_length_error: np.ndarray
+    target_residual: np.ndarray
+    bone_lengths: np.ndarray
+
+
+def _per_joint(skeleton, value, what, lo=None, hi=None):
+    """A (J,) float array from None, a sequence, or a mapping name -> value (NaN = unset)."""
+    J = len(skeleton)
+    out = np.full(J, np.nan)
+    if value is None:
+        return out
+    if isinstance(value, dict):
+        for name, v in value.items():
+            j = name if isinstance(name, (int, np.integer)) else skeleton.index(name)
+            out[j] = float(v)
+    else:
+        arr = np.asarray(value, dtype=float)
+        if arr.shape != (J,):
+            raise InputError(f"{what} must have one value per joint, shape ({J},), got {arr.shape}")
+        out[:] = arr
+    given = ~np.isnan(out)
+    if np.any(np.isinf(out)):
+        raise InputError(f"{what} contains inf")
+    if lo is not None and np.any(out[given] < lo) or hi is not None and np.any(out[given] > hi):
+        bad = [skeleton.names[j] for j in np.flatnonzero(given & ((out < (lo if lo is not None else -np.inf))
+                                                                  | (out > (hi if hi is not None else np.inf))))]
+        raise InputError(f"{what} out of range for {', '.join(bad)}")
+    return out
+
+
+def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
+          pins=None, collisions=True, progress=None):
+    """Adapt the bound motion to a deformed environment (and new bone lengths).
+
+    Parameters
+    ----------
+    binding : Binding from ``bind``.
+    deformed_mesh : TriMesh with the bind-time triangles; static (V,3) or
+        animated over the motion's F frames.
+    bone_lengths : None, (J,) float or {joint name: length}: new length of the
+        bone ending at each joint (roots ignored, NaN = unchanged). The
+        per-frame variation of the source lengths is kept proportionally.
+    affinity_override : None, (J,) float in [0,1] (NaN = computed) or
+        {joint name: affinity}.
+    vertex_influence : None or (V,) float in [0,1], the painted influence of
+        each environment vertex; scales each descriptor's weight through its
+        barycentric coordinates.
+    pins : None or (F,J,3) float, positional constraints, NaN where free.
+    collisions : push joints out of the environment along the closest normal.
+    progress : optional callable ``(done, total)``; returning False cancels.
+
+    Returns
+    -------
+    AdaptResult.
+    """
+    if not isinstance(binding, Binding):
+        raise InputError("binding must be a Binding from bind() or Binding.load()")
+    if not isinstance(deformed_mesh, TriMesh):
+        raise InputError("deformed_mesh must be a TriMesh")
+    ref = binding.mesh
+    if deformed_mesh.triangle_count != ref.triangle_count:
+        raise TopologyError(f"the environment has {deformed_mesh.triangle_count} triangles but had "
+                            f"{ref.triangle_count} at bind time: its topology changed, re-bind")
+    if deformed_mesh.vertex_count != ref.vertex_count or not np.array_equal(deformed_mesh.triangles, ref.triangles):
+        raise TopologyError("the environment's triangles differ from the bind-time mesh: its topology "
+                            "changed, re-bind")
+    skeleton, motion, H = binding.skeleton, binding.motion, binding.body_height
+    F, J, _ = motion.shape
+    _check_mesh_frames(deformed_mesh, F, "deformed")
+    new_len = _per_joint(skeleton, bone_lengths, "bone_lengths", lo=0.0)
+    override = _per_joint(skeleton, affinity_override, "affinity_override", lo=0.0, hi=1.0)
+    influence = None
+    if vertex_influence is not None:
+        vi = np.asarray(vertex_influence, dtype=float)
+        if vi.shape != (ref.vertex_count,):
+            raise InputError(f"vertex_influence must have one value per vertex ({ref.vertex_count},), "
+                             f"got {vi.shape}")
+        if not np.all(np.isfinite(vi)):
+            raise InputError("vertex_influence contains NaN or inf")
+        vi = np.clip(vi, 0.0, 1.0)
+        influence = np.einsum("nk,nk->n", binding.barycentrics, vi[ref.triangles[binding.triangles]])
+    if pins is not None:
+        pins = np.asarray(pins, dtype=float)
+        if pins.shape != (F, J, 3):
+            raise InputError(f"pins must have shape ({F},{J},3) with NaN where free, got {pins.shape}")
+        if np.any(np.isinf(pins)):
+            raise InputError("pins contain inf; use NaN for free joints")
+
+    coef = binding.coefficients()
+    targets, affinity = reconstruct(coef, deformed_mesh, binding.triangles, binding.barycentrics,
+                                      (F, J), influence)
+    # A joint with no weighted descriptor follows its parent's target rigidly.
+    for j in skeleton.order.tolist():
+        missing = np.isnan(targets[:, j, 0])
+        if missing.any():
+            parent = skeleton.parents[j]
+            base = motion[missing, j] if parent < 0 else (
+                targets[missing, parent] + motion[missing, j] - motion[missing, parent])
+            targets[missing, j] = base
+    has = ~np.isnan(override)
+    affinity[:, has] = override[has]
+
+    # Constraints: bones (non-zero length) and rigidity links.
+    zero = _check_bones(skeleton, motion, H)
+    src = skeleton.bone_lengths(motion)                                         # (F,J)
+    scale = np.ones(J)
+    mean = src.mean(axis=0)
+    given = ~np.isnan(new_len) & (skeleton.parents >= 0) & ~zero
+    scale[given] = new_len[given] / mean[given]
+    lengths = src * scale
+    bones = skeleton.bones
+    bones = bones[~zero[bones[:, 1]]]
+    links = skeleton.rigidity_links()
+    links = links[~zero[links].any(axis=1)] if len(links) else links
+    edges = np.concatenate([bones, links]).astype(np.int64)
+    edge_len = [lengths[:, bones[:, 1]]]
+    if len(links):
+        # Keep the angle at the common parent, with the (possibly new) bone lengths.
+        p = skeleton.parents[links[:, 0]]
+        ua, ub = motion[:, links[:, 0]] - motion[:, p], motion[:, links[:, 1]] - motion[:, p]
+        la, lb = lengths[:, links[:, 0]], lengths[:, links[:, 1]]
+        na, nb = np.linalg.norm(ua, axis=-1), np.linalg.norm(ub, axis=-1)
+        cos = np.einsum("fld,fld->fl", ua, ub) / np.maximum(na * nb, 1e-300)
+        edge_len.append(np.sqrt(np.maximum(la ** 2 + lb ** 2 - 2 * la * lb * cos, 0.0)))
+    edge_len = np.concatenate(edge_len, axis=1)
+    glue = np.stack([np.flatnonzero(zero), skeleton.parents[zero]], axis=1)
+    glue = glue[np.argsort(np.argsort(skeleton.order)[glue[:, 0]])] if len(glue) else glue
+
+    collide = None
+    if collisions:
+        collide = _make_collider(deformed_mesh, targets, H)
+    warper = Warper(edges, edge_len, H, glue=glue, pins=pins, collide=collide)
+    positions = warper.run(targets, motion[0], affinity, progress)
+
+    b = bones
+    got = np.linalg.norm(positions[:, b[:, 1]] - positions[:, b[:, 0]], axis=-1)
+    want = lengths[:, b[:, 1]]
+    err = (np.abs(got - want) / want).mean(axis=1) if len(b) else np.zeros(F)
+    residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
+    return AdaptResult(positions, targets, affinity, err, residual, lengths)
+
+
+def _make_collider(mesh, targets, body_height):
+    """A collision callback for the Warper, or None when nothing can collide."""
+    band = C.COLLISION_BAND_FRACTION * body_height
+    F, J, _ = targets.shape
+    tol = 1e-9 * body_height
+    cache = {}
+
+    def collider(f):
+        key = f if mesh.animated else 0
+        c = cache.get(key)
+        if c is None:
+            cache.clear() if mesh.animated else None
+            c = Collider(mesh.frame(f), mesh.normals(f), mesh.triangles, mesh.valid, band)
+            cache[key] = c
+        return c
+
+    if mesh.animated:
+        target_sd = np.stack([collider(f).signed_distance(targets[f])[0] for f in range(F)])
+    else:
+        target_sd = collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(F, J)
+    allowed = np.minimum(np.where(np.isinf(target_sd), 0.0, target_sd), 0.0)
+
+    def collide(p, f):
+        sd, normal = collider(f).signed_distance(p)
+        push = (sd < allowed[f] - tol) & (sd > -band)
+        if push.any():
+            p[push] += normal[push] * (allowed[f][push] - sd[push])[:, None]
+        return p
+
+    return collide

@@ -1,0 +1,60 @@
+"""Tolerances and default parameters, each with the reason for its value.
+
+Lengths that are not fractions of the body height are relative to it where
+stated, so that a rig in centimetres behaves like the same rig in metres.
+"""
+
+# --- SCA 2013 parameters (pinned in shared/METHOD.md) -----------------------
+#: Eq. 5: r2 = r1 + WINDOW_FRACTION * body height.
+WINDOW_FRACTION = 0.25
+#: Eq. 7: geodesic sampling radius is RADIUS_FACTOR * max(d, d0).
+RADIUS_FACTOR = 0.5
+#: Eq. 7: d0 = MIN_DISTANCE_FRACTION * body height.
+MIN_DISTANCE_FRACTION = 0.05
+#: Eq. 9: elasticity constant.
+SPRING_K = 1.0
+#: Eq. 10: damping is DAMPING_AT_ZERO at affinity 0 and DAMPING_AT_ONE at affinity 1.
+DAMPING_AT_ZERO = 0.8
+DAMPING_AT_ONE = 0.2
+#: §7.2: N_s outer steps, each followed by N_c constraint iterations.
+SUBSTEPS = 3
+CONSTRAINT_ITERATIONS = 3
+#: Product decision: constraint sweeps after the last substep of each frame,
+#: so bone lengths converge further than the paper's N_c = 3 alone allows.
+FINAL_ITERATIONS = 12
+
+# --- Product decisions --------------------------------------------------------
+#: A joint farther than this (times body height) from a triangle gets no
+#: proximity point on it. The paper has no cut-off; one body height keeps the
+#: head of a standing character tied to the floor while bounding the search.
+MAX_DISTANCE_FRACTION = 1.0
+#: Collision pushes act only on joints at most this deep (times body height)
+#: behind a surface; deeper joints are taken to be on the other side of it.
+COLLISION_BAND_FRACTION = 0.1
+#: Edge-graph path lengths overestimate surface distance on a flat
+#: triangulation by up to about 15 %; geodesic radius tests allow for it.
+GRAPH_SLACK = 1.15
+#: Affinity floor in Eq. 11 so that two joints of affinity 0 share a correction.
+AFFINITY_FLOOR = 1e-3
+#: Static solve of the first frame stops when no joint moves more than this
+#: (times body height) in one step, or after STATIC_MAX_STEPS steps.
+STATIC_TOLERANCE = 1e-10
+STATIC_MAX_STEPS = 4000
+
+# --- Numerical tolerances -------------------------------------------------------
+#: Triangles whose doubled area is below this times the squared bounding-box
+#: diagonal are degenerate: skipped and counted.
+DEGENERATE_AREA = 1e-14
+#: Barycentric slack of the coverage test, so a joint above a shared edge lies
+#: in both neighbouring coverages instead of in neither.
+BARY_TOLERANCE = 1e-7
+#: Newton iterations of the proximity projection (quadratic convergence: 8 is
+#: far more than needed for any triangle whose vertex normals differ by < 90°).
+NEWTON_ITERATIONS = 8
+#: Residual (times body height) below which a Newton projection has converged.
+NEWTON_TOLERANCE = 1e-9
+#: Vertices closer than this (times the bounding-box diagonal) are welded when
+#: computing normals and geodesic neighbourhoods, so split seams stay connected.
+WELD_TOLERANCE = 1e-7
+#: Length below which a bone (times body height) counts as zero-length.
+ZERO_LENGTH = 1e-6

@@ -1,0 +1,205 @@
+"""Generated scenes for tests, benchmarks and the demo: no data files needed.
+
+A humanoid skeleton with a procedural walk (analytic two-bone leg IK, so the
+stance foot is planted and every bone keeps its length exactly), ground
+grids, and boxes. Z is up, the character walks along +X. Metres.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .skeleton import Skeleton
+
+#: (name, parent, rest offset from the parent) of the generated humanoid, metres.
+HUMANOID = [
+    ("Hips", None, (0.0, 0.0, 0.0)),
+    ("Spine", "Hips", (0.0, 0.0, 0.10)),
+    ("Spine1", "Spine", (0.0, 0.0, 0.14)),
+    ("Spine2", "Spine1", (0.0, 0.0, 0.14)),
+    ("Neck", "Spine2", (0.0, 0.0, 0.16)),
+    ("Head", "Neck", (0.0, 0.0, 0.10)),
+    ("HeadTop", "Head", (0.0, 0.0, 0.20)),
+    ("LeftShoulder", "Spine2", (0.0, 0.05, 0.12)),
+    ("LeftArm", "LeftShoulder", (0.0, 0.13, 0.0)),
+    ("LeftForeArm", "LeftArm", (0.0, 0.0, -0.28)),
+    ("LeftHand", "LeftForeArm", (0.0, 0.0, -0.26)),
+    ("LeftHandEnd", "LeftHand", (0.0, 0.0, -0.16)),
+    ("RightShoulder", "Spine2", (0.0, -0.05, 0.12)),
+    ("RightArm", "RightShoulder", (0.0, -0.13, 0.0)),
+    ("RightForeArm", "RightArm", (0.0, 0.0, -0.28)),
+    ("RightHand", "RightForeArm", (0.0, 0.0, -0.26)),
+    ("RightHandEnd", "RightHand", (0.0, 0.0, -0.16)),
+    ("LeftUpLeg", "Hips", (0.0, 0.10, -0.05)),
+    ("LeftLeg", "LeftUpLeg", (0.0, 0.0, -0.44)),
+    ("LeftFoot", "LeftLeg", (0.0, 0.0, -0.42)),
+    ("LeftToe", "LeftFoot", (0.14, 0.0, -0.06)),
+    ("LeftToeEnd", "LeftToe", (0.05, 0.0, 0.0)),
+    ("RightUpLeg", "Hips", (0.0, -0.10, -0.05)),
+    ("RightLeg", "RightUpLeg", (0.0, 0.0, -0.44)),
+    ("RightFoot", "RightLeg", (0.0, 0.0, -0.42)),
+    ("RightToe", "RightFoot", (0.14, 0.0, -0.06)),
+    ("RightToeEnd", "RightToe", (0.05, 0.0, 0.0)),
+]
+ANKLE_HEIGHT = 0.08   # LeftFoot above the ground when the foot is flat
+HIP_HEIGHT = 0.05 + 0.44 + 0.42 + ANKLE_HEIGHT - 0.04   # knees slightly bent at mid-stance
+
+
+def humanoid():
+    """(Skeleton, rest offsets (J,3)) of the generated 27-joint humanoid."""
+    names = [n for n, _, _ in HUMANOID]
+    parents = [-1 if p is None else names.index(p) for _, p, _ in HUMANOID]
+    return Skeleton(names, parents), np.array([o for _, _, o in HUMANOID], dtype=float)
+
+
+def _rot_y(angle):
+    """(...,3,3) rotations about the lateral axis (+Y): positive pitches +X down... forward swing."""
+    c, s = np.cos(angle), np.sin(angle)
+    m = np.zeros(np.shape(angle) + (3, 3))
+    m[..., 0, 0], m[..., 0, 2], m[..., 1, 1], m[..., 2, 0], m[..., 2, 2] = c, s, 1.0, -s, c
+    return m
+
+
+def walk(frames=120, fps=30.0, speed=1.3, stride=1.4, start=(0.0, 0.0), ground=None):
+    """Joint positions (F,J,3) of the humanoid walking along +X.
+
+    ground : optional callable ``(x, y) -> z`` of the floor height (default 0):
+        the feet are planted on it, the pelvis follows the average foot height.
+    Feet: stance 60 % of the cycle, planted; swing along a raised arc. Legs by
+    analytic two-bone IK in the sagittal plane, so bone lengths are exact.
+    """
+    skel, off = humanoid()
+    idx = {n: i for i, n in enumerate(skel.names)}
+    F = frames
+    t = np.arange(F) / fps
+    period = stride / speed
+    ground = ground or (lambda x, y: np.zeros_like(x))
+    pos = np.zeros((F, len(skel), 3))
+    x0, y0 = start
+    pelvis_x = x0 + speed * t
+    feet = {}
+    for side, phase_shift, lateral in (("Left", 0.0, 0.10), ("Right", 0.5, -0.10)):
+        phase = (t / period + phase_shift) % 1.0
+        cycle = np.floor(t / period + phase_shift)
+        # Plant positions: the foot lands at the pelvis position + stride/4 ahead.
+        land = x0 + stride * (cycle - phase_shift) + stride * 0.3
+        in_swing = phase >= 0.6
+        s = np.clip((phase - 0.6) / 0.4, 0, 1)
+        ease = 0.5 - 0.5 * np.cos(np.pi * s)
+        fx = np.where(in_swing, land + stride * ease, land)
+        fy = np.full(F, y0 + lateral)
+        lift = np.where(in_swing, 0.12 * np.sin(np.pi * s), 0.0)
+        fz = ground(fx, fy) + lift
+        feet[side] = np.stack([fx, fy, fz], axis=1)
+    floor = 0.5 * (feet["Left"][:, 2] + feet["Right"][:, 2])
+    bob = 0.02 * np.cos(4 * np.pi * t / period)
+    hips = np.stack([pelvis_x, np.full(F, y0), floor + HIP_HEIGHT + bob - 0.01], axis=1)
+    pos[:, idx["Hips"]] = hips
+    # Upper body: straight spine with a slight forward lean, arms swinging.
+    lean = _rot_y(np.full(F, 0.06))
+    for name in ("Spine", "Spine1", "Spine2", "Neck", "Head", "HeadTop", "LeftShoulder", "RightShoulder",
+                 "LeftArm", "RightArm"):
+        j = idx[name]
+        p = skel.parents[j]
+        pos[:, j] = pos[:, p] + np.einsum("fij,j->fi", lean, off[j])
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        phase = 2 * np.pi * t / period
+        swing = -sign * 0.35 * np.sin(phase)          # opposite to the same-side leg
+        upper = _rot_y(swing)
+        lower = _rot_y(swing - 0.25)
+        arm, fore, hand, end = (idx[side + n] for n in ("Arm", "ForeArm", "Hand", "HandEnd"))
+        pos[:, fore] = pos[:, arm] + np.einsum("fij,j->fi", upper, off[fore])
+        pos[:, hand] = pos[:, fore] + np.einsum("fij,j->fi", lower, off[hand])
+        pos[:, end] = pos[:, hand] + np.einsum("fij,j->fi", lower, off[end])
+    for side, lateral in (("Left", 0.10), ("Right", -0.10)):
+        up, leg, foot, toe, end = (idx[side + n] for n in ("UpLeg", "Leg", "Foot", "Toe", "ToeEnd"))
+        hip = hips + np.array([0.0, lateral, -0.05])
+        pos[:, up] = hip
+        ankle = feet[side] + np.array([0.0, 0.0, ANKLE_HEIGHT])
+        l1, l2 = np.linalg.norm(off[leg]), np.linalg.norm(off[foot])
+        d = ankle - hip
+        dist = np.clip(np.linalg.norm(d, axis=1), 1e-6, (l1 + l2) * 0.9999)
+        dirn = d / np.linalg.norm(d, axis=1, keepdims=True)
+        # Knee in the sagittal plane (x, z), bent forward (+X).
+        cos_a = (l1 ** 2 + dist ** 2 - l2 ** 2) / (2 * l1 * dist)
+        a = np.arccos(np.clip(cos_a, -1, 1))
+        side_axis = np.array([0.0, 1.0, 0.0])
+        bend = np.cross(side_axis, dirn)                       # forward-ish, perpendicular
+        bend /= np.linalg.norm(bend, axis=1, keepdims=True)
+        knee = hip + l1 * (np.cos(a)[:, None] * dirn - np.sin(a)[:, None] * bend)
+        pos[:, leg] = knee
+        pos[:, foot] = knee + l2 * (ankle_dir := (ankle - knee) / np.linalg.norm(ankle - knee, axis=1,
+                                                                                  keepdims=True))
+        pos[:, toe] = pos[:, foot] + off[toe]
+        pos[:, end] = pos[:, toe] + off[end]
+    return skel, pos
+
+
+def grid(size_x, size_y, nx, ny, origin=(0.0, 0.0), height=None, z=0.0):
+    """A ground grid: vertices (V,3), triangles (T,3) with normals up (+Z).
+
+    height : optional callable ``(x, y) -> z`` offset; ``2 * nx * ny`` triangles.
+    """
+    xs = origin[0] + np.linspace(0, size_x, nx + 1)
+    ys = origin[1] + np.linspace(0, size_y, ny + 1)
+    X, Y = np.meshgrid(xs, ys, indexing="ij")
+    Z = np.full_like(X, z) + (height(X, Y) if height is not None else 0.0)
+    verts = np.stack([X, Y, Z], axis=-1).reshape(-1, 3)
+    i, j = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+    a = (i * (ny + 1) + j).ravel()
+    b, c, d = a + (ny + 1), a + (ny + 1) + 1, a + 1
+    tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    return verts, tris
+
+
+def box(center, size, subdivisions=1):
+    """A closed box with outward normals: vertices (V,3), triangles (T,3).
+
+    subdivisions : quads per edge on each face (``12 * subdivisions**2`` triangles).
+    Faces share no vertices (like a flat-shaded Blender cube); TriMesh welds them.
+    """
+    center, size = np.asarray(center, float), np.asarray(size, float)
+    verts, tris = [], []
+    n = subdivisions
+    for axis in range(3):
+        for sign in (-1.0, 1.0):
+            u_ax, v_ax = [a for a in range(3) if a != axis]
+            if sign < 0:
+                u_ax, v_ax = v_ax, u_ax
+            # Right-handed (u, v, normal) so that triangles face outwards.
+            if np.cross(np.eye(3)[u_ax], np.eye(3)[v_ax])[axis] * sign < 0:
+                u_ax, v_ax = v_ax, u_ax
+            s = np.linspace(-0.5, 0.5, n + 1)
+            U, V = np.meshgrid(s, s, indexing="ij")
+            p = np.zeros(U.shape + (3,))
+            p[..., axis] = 0.5 * sign
+            p[..., u_ax], p[..., v_ax] = U, V
+            base = sum(len(x) for x in verts)
+            verts.append((p.reshape(-1, 3) * size) + center)
+            i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+            a = base + (i * (n + 1) + j).ravel()
+            b, c, d = a + (n + 1), a + (n + 1) + 1, a + 1
+            tris.append(np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)]))
+    return np.concatenate(verts), np.concatenate(tris)
+
+
+def merge(*parts):
+    """Concatenate (vertices, triangles) pairs into one mesh; returns also vertex ranges."""
+    verts, tris, ranges = [], [], []
+    base = 0
+    for v, t in parts:
+        verts.append(v)
+        tris.append(t + base)
+        ranges.append((base, base + len(v)))
+        base += len(v)
+    return np.concatenate(verts), np.concatenate(tris), ranges
+
+
+def hills(amplitude=0.15, wavelength=3.0):
+    """A smooth terrain height function ``(x, y) -> z`` for sculpted-ground tests."""
+    k = 2 * np.pi / wavelength
+
+    def height(x, y):
+        return amplitude * (np.sin(k * x) * np.cos(0.7 * k * y) + 0.5 * np.sin(0.37 * k * x + 1.0))
+
+    return height

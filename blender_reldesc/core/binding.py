@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import constants as C
-from .descriptors import compute_coefficients, reconstruct
+from .descriptors import CoefficientCache, Coefficients, reconstruct
 from .errors import BindingError, InputError, SkeletonError, TopologyError
 from .mesh import TriMesh
 from .proximity import Collider, CoverageIndex
@@ -93,13 +93,38 @@ class Binding:
     def frame_count(self):
         return self.motion.shape[0]
 
-    def coefficients(self):
-        """Sparse (frame, joint, descriptor) coefficients, computed once (§8)."""
+    @property
+    def cache(self):
+        """The coefficient table (§8), computed block by block when first needed."""
         if self._coefficients is None:
-            d0 = self.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * self.body_height
-            self._coefficients = compute_coefficients(self.motion, self.mesh, self.triangles,
-                                                      self.barycentrics, self.body_height, d0)
+            self._coefficients = CoefficientCache(self)
         return self._coefficients
+
+    def coefficients(self):
+        """The whole coefficient table as one ``Coefficients`` (for inspection and tests)."""
+        blocks = self.cache.covering(0, self.frame_count)
+        cat = [np.concatenate([getattr(b, k) for b in blocks])
+               for k in ("frame", "joint", "desc", "weight", "coeff", "proximity")]
+        return Coefficients(0, self.frame_count, *cat)
+
+    def targets(self, mesh, frames=None, influence=None):
+        """Joint targets (Eq. 2) and affinities on ``mesh``.
+
+        mesh : TriMesh with the bind-time triangles. frames : sorted frame
+        indices (default: all). influence : (N,) per-descriptor influence.
+        Returns ``targets (n,J,3)`` (NaN where a joint has no descriptor) and
+        ``affinity (n,J)``.
+        """
+        frames = np.arange(self.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
+        J = len(self.skeleton)
+        out_t, out_a = [], []
+        for block in self.cache.covering(int(frames[0]), int(frames[-1]) + 1):
+            inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
+            if inside.size:
+                t, a = reconstruct(block, mesh, self.triangles, self.barycentrics, J, influence, inside)
+                out_t.append(t)
+                out_a.append(a)
+        return np.concatenate(out_t), np.concatenate(out_a)
 
     def save(self, path):
         """Write the binding to ``path`` (.npz). ``Binding.load`` reads it back exactly."""
@@ -272,7 +297,7 @@ def _per_joint(skeleton, value, what, lo=None, hi=None):
 
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
-          pins=None, collisions=True, progress=None):
+          pins=None, collisions=True, solver_options=None, progress=None):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -290,6 +315,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         barycentric coordinates.
     pins : None or (F,J,3) float, positional constraints, NaN where free.
     collisions : push joints out of the environment along the closest normal.
+    solver_options : optional dict of ``solver.Warper`` settings (substeps,
+        iterations, final_iterations, feed_forward).
     progress : optional callable ``(done, total)``; returning False cancels.
 
     Returns
@@ -329,9 +356,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         if np.any(np.isinf(pins)):
             raise InputError("pins contain inf; use NaN for free joints")
 
-    coef = binding.coefficients()
-    targets, affinity = reconstruct(coef, deformed_mesh, binding.triangles, binding.barycentrics,
-                                      (F, J), influence)
+    targets, affinity = binding.targets(deformed_mesh, influence=influence)
     # A joint with no weighted descriptor follows its parent's target rigidly.
     for j in skeleton.order.tolist():
         missing = np.isnan(targets[:, j, 0])
@@ -372,7 +397,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     collide = None
     if collisions:
         collide = _make_collider(deformed_mesh, targets, H)
-    warper = Warper(edges, edge_len, H, glue=glue, pins=pins, collide=collide)
+    warper = Warper(edges, edge_len, H, glue=glue, pins=pins, collide=collide, **(solver_options or {}))
     positions = warper.run(targets, motion[0], affinity, progress)
 
     b = bones
@@ -384,7 +409,14 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
 
 
 def _make_collider(mesh, targets, body_height):
-    """A collision callback for the Warper, or None when nothing can collide."""
+    """A collision callback for the Warper.
+
+    A joint is pushed out only where it lies behind a surface, within the
+    collision band, and deeper than its target (a source motion whose foot
+    dips into the floor keeps that dip). A joint closer to its target than
+    the target is to any surface cannot have crossed one, so most joints are
+    never tested.
+    """
     band = C.COLLISION_BAND_FRACTION * body_height
     F, J, _ = targets.shape
     tol = 1e-9 * body_height
@@ -394,7 +426,8 @@ def _make_collider(mesh, targets, body_height):
         key = f if mesh.animated else 0
         c = cache.get(key)
         if c is None:
-            cache.clear() if mesh.animated else None
+            if mesh.animated:
+                cache.clear()
             c = Collider(mesh.frame(f), mesh.normals(f), mesh.triangles, mesh.valid, band)
             cache[key] = c
         return c
@@ -404,12 +437,19 @@ def _make_collider(mesh, targets, body_height):
     else:
         target_sd = collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(F, J)
     allowed = np.minimum(np.where(np.isinf(target_sd), 0.0, target_sd), 0.0)
+    clearance = np.where(target_sd > 0, np.minimum(target_sd, band), 0.0)
 
     def collide(p, f):
-        sd, normal = collider(f).signed_distance(p)
-        push = (sd < allowed[f] - tol) & (sd > -band)
+        moved = np.linalg.norm(p - targets[f], axis=1)
+        check = np.flatnonzero(moved >= clearance[f] - tol)
+        if check.size == 0:
+            return p
+        sd, normal = collider(f).signed_distance(p[check])
+        want = allowed[f, check]
+        push = (sd < want - tol) & (sd > -band)
         if push.any():
-            p[push] += normal[push] * (allowed[f][push] - sd[push])[:, None]
+            idx = check[push]
+            p[idx] += normal[push] * (want[push] - sd[push])[:, None]
         return p
 
     return collide

@@ -2,8 +2,11 @@
 
 As in §8 of the paper, only the descriptors' triangles and barycentric
 coordinates are stored; the coefficients (α, β, γ) and weights are computed
-from the original motion on the bind-time mesh when first needed and kept as a
-sparse table of the (frame, joint, descriptor) triples whose weight is not 0.
+from the original motion on the bind-time mesh when needed, as a sparse table
+of the (frame, joint, descriptor) triples whose weight is not 0. The table is
+built in blocks of frames; ``CoefficientCache`` keeps blocks up to a memory
+budget and recomputes the rest on demand, so a long clip never holds the
+whole table.
 """
 
 from __future__ import annotations
@@ -11,25 +14,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from . import constants as C
 from .geometry import descriptor_frames, dot
 
-#: Upper bound of frames * joints * descriptors handled in one dense block.
-_BLOCK = 2_000_000
+#: Frames per block of the coefficient table.
+BLOCK_FRAMES = 128
+#: Entries of the coefficient table kept in memory (about 28 bytes each).
+CACHE_ENTRIES = 6_000_000
 
 
 @dataclass
 class Coefficients:
-    """Sparse table of descriptor terms, sorted by (frame, joint).
+    """Sparse table of descriptor terms for frames ``start .. start + count``.
 
-    frame, joint, desc : (K,) int32 indices.
+    Rows are sorted by (frame, joint).
+    frame : (K,) int32, absolute frame index; joint, desc : (K,) int32.
     weight : (K,) float, unnormalised weight w'' (Eq. 3-5).
     coeff : (K,3) float, (α, β, γ) of Eq. 1 in the descriptor's (n, t, b) frame.
     proximity : (K,) float in (0,1], ``min(1, d0 / |p_j - d_i|)``: how close the
-        joint is to the descriptor, for the affinity (see ``affinity``).
+        joint is to the descriptor, for the affinity (see ``reconstruct``).
     """
 
+    start: int
+    count: int
     frame: np.ndarray
     joint: np.ndarray
     desc: np.ndarray
@@ -37,13 +46,18 @@ class Coefficients:
     coeff: np.ndarray
     proximity: np.ndarray
 
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.frame, self.joint, self.desc, self.weight, self.coeff,
+                                      self.proximity))
+
 
 def frames_of(mesh, tri, bary, f):
     """(d, n, t, b) of the descriptors on ``mesh`` at frame f."""
     return descriptor_frames(mesh.frame(f), mesh.normals(f), mesh.triangles, tri, bary)
 
 
-def compute_coefficients(motion, mesh, tri, bary, body_height, d0):
+def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, count=None):
     """Coefficients of every joint against every descriptor, from the original motion.
 
     Parameters
@@ -51,58 +65,100 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0):
     motion : (F,J,3) original joint positions.
     mesh : the bind-time TriMesh. tri (N,) int, bary (N,3): the descriptors.
     body_height : float, sets the fade window r2 - r1 (Eq. 5).
-    d0 : float, the minimum distance of Eq. 7; distances below it count as contact.
+    d0 : float, the minimum distance of Eq. 7; closer counts as contact.
+    start, count : the frames to compute (default: all).
     """
     F, J, _ = motion.shape
+    count = F - start if count is None else count
     N = len(tri)
     parts = []
-    if N == 0:
-        empty_i = np.zeros(0, np.int32)
-        return Coefficients(empty_i, empty_i, empty_i, np.zeros(0), np.zeros((0, 3)), np.zeros(0))
     window = C.WINDOW_FRACTION * body_height
     static = None if mesh.animated else frames_of(mesh, tri, bary, 0)
-    chunk = max(1, _BLOCK // (J * N))
-    for f0 in range(0, F, chunk):
-        fs = np.arange(f0, min(F, f0 + chunk))
+    step = max(1, 2_000_000 // max(1, J * N))
+    for f0 in range(start, start + count, step) if N else ():
+        fs = np.arange(f0, min(start + count, f0 + step))
         if static is not None:
             d, n, t, b = (x[None] for x in static)
         else:
             d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in fs)))
-        rel = motion[fs][:, :, None, :] - d[:, None]                     # (f,J,N,3)
-        dist = np.linalg.norm(rel, axis=-1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            facing = np.where(dist > 0, dot(rel, n[:, None]) / dist, 1.0)  # Eq. 3
-        front = facing > 0
+        # Every (frame, joint, descriptor) term by matrix products around a
+        # local centre: n.(p - d), t.(p - d), b.(p - d) are α, β, γ (Eq. 1) and,
+        # (n, t, b) being orthonormal, the distance is their norm.
+        centre = d.reshape(-1, 3).mean(axis=0)
+        p = motion[fs] - centre                                               # (f,J,3)
+        dc = d - centre
+        if static is not None:      # one matrix product per axis (BLAS)
+            coef = [(p.reshape(-1, 3) @ axis[0].T).reshape(len(fs), J, N) - dot(axis, dc)[:, None, :]
+                    for axis in (n, t, b)]
+        else:
+            coef = [np.einsum("fjk,fnk->fjn", p, axis) - dot(axis, dc)[:, None, :] for axis in (n, t, b)]
+        dist = np.sqrt(coef[0] ** 2 + coef[1] ** 2 + coef[2] ** 2)
+        front = coef[0] > 0
         # r1: distance to the closest descriptor the joint is in front of.
         r1 = np.where(front, dist, np.inf).min(axis=-1, keepdims=True)
-        fade = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)                # Eq. 5
-        w = np.where(front, facing * fade, 0.0)                             # Eq. 4
-        fi, ji, di = np.nonzero(w > 0)
-        r = rel[fi, ji, di]
-        nn, tt, bb = (x[fi if static is None else np.zeros_like(fi), di] for x in (n, t, b))
-        coeff = np.stack([dot(r, nn), dot(r, tt), dot(r, bb)], axis=-1)     # Eq. 1
-        prox = d0 / np.maximum(dist[fi, ji, di], d0)
-        parts.append((fs[fi], ji, di, w[fi, ji, di], coeff, prox))
+        keep = front & (dist < r1 + window)
+        fi, ji, di = np.nonzero(keep)
+        dk = dist[keep]
+        alpha = coef[0][keep]
+        facing = np.where(dk > 0, alpha / np.where(dk > 0, dk, 1.0), 1.0)     # Eq. 3
+        fade = np.clip(1.0 - (dk - r1[fi, ji, 0]) / window, 0.0, 1.0)        # Eq. 5
+        w = facing * fade                                                     # Eq. 4
+        good = w > 0
+        parts.append((fs[fi][good], ji[good], di[good], w[good],
+                      np.stack([alpha, coef[1][keep], coef[2][keep]], axis=-1)[good],
+                      (d0 / np.maximum(dk, d0))[good]))
+    if not parts:
+        empty = np.zeros(0, np.int32)
+        return Coefficients(start, count, empty, empty, empty, np.zeros(0), np.zeros((0, 3)), np.zeros(0))
     frame, joint, desc, weight, coeff, prox = (np.concatenate(x) for x in zip(*parts))
-    return Coefficients(frame.astype(np.int32), joint.astype(np.int32), desc.astype(np.int32),
+    return Coefficients(start, count, frame.astype(np.int32), joint.astype(np.int32), desc.astype(np.int32),
                         weight, coeff, prox)
 
 
-def reconstruct(coef, mesh, tri, bary, shape, influence=None):
-    """Joint targets (Eq. 2) and summed weights on a (deformed) mesh.
+class CoefficientCache:
+    """Blocks of the coefficient table of one binding, kept up to a budget."""
+
+    def __init__(self, binding):
+        self.binding = binding
+        self.blocks = {}
+        self.entries = 0
+
+    def block(self, start):
+        c = self.blocks.get(start)
+        if c is None:
+            b = self.binding
+            F = b.frame_count
+            d0 = b.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * b.body_height
+            c = compute_coefficients(b.motion, b.mesh, b.triangles, b.barycentrics, b.body_height, d0,
+                                     start, min(BLOCK_FRAMES, F - start))
+            if self.entries + len(c.weight) <= CACHE_ENTRIES:
+                self.blocks[start] = c
+                self.entries += len(c.weight)
+        return c
+
+    def covering(self, start, stop):
+        """Blocks that cover frames ``start .. stop - 1``."""
+        first = (start // BLOCK_FRAMES) * BLOCK_FRAMES
+        return [self.block(s) for s in range(first, stop, BLOCK_FRAMES)]
+
+
+def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
+    """Joint targets (Eq. 2) and affinities on a (deformed) mesh for one block.
 
     Parameters
     ----------
-    coef : Coefficients from the bind-time mesh.
-    mesh : TriMesh with the bind-time triangles (static, or animated over F).
-    tri, bary : the descriptors.
-    shape : (F, J).
+    coef : Coefficients of frames ``coef.start .. coef.start + coef.count``.
+    mesh : TriMesh with the bind-time triangles (static, or animated over
+        the motion's frames: frame f of the block uses mesh frame f).
+    tri, bary : the descriptors. joints : J.
     influence : (N,) float in [0,1] or None, scales each descriptor's weight.
+    frames : optional sorted absolute frame indices within the block to
+        evaluate (default: all of them).
 
     Returns
     -------
-    targets : (F,J,3), NaN where a joint has no weighted descriptor.
-    affinity : (F,J) in [0,1], 0 where a joint has no weighted descriptor.
+    targets : (n,J,3), NaN where a joint has no weighted descriptor.
+    affinity : (n,J) in [0,1], 0 where a joint has no weighted descriptor.
 
     Affinity (product decision, documented in the README): Eq. 8 sums the
     weights of a joint's descriptors. With the normalised weights of Eq. 6
@@ -115,24 +171,46 @@ def reconstruct(coef, mesh, tri, bary, shape, influence=None):
     as 1/distance beyond d0, so joints near surfaces hold their relation
     while the others give way.
     """
-    F, J = shape
-    w = coef.weight if influence is None else coef.weight * influence[coef.desc]
-    key = coef.frame.astype(np.int64) * J + coef.joint
-    total = np.bincount(key, weights=w, minlength=F * J)
-    if mesh.animated:
-        N = len(tri)
-        d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in range(F))))
-        flat = coef.frame.astype(np.int64) * N + coef.desc
-        d, n, t, b = (x.reshape(-1, 3)[flat] for x in (d, n, t, b))
-    else:
-        d, n, t, b = (x[coef.desc] for x in frames_of(mesh, tri, bary, 0))
-    c = coef.coeff
-    point = d + c[:, :1] * n + c[:, 1:2] * t + c[:, 2:] * b              # Eq. 1
+    J, N = joints, len(tri)
+    if frames is None:
+        frames = np.arange(coef.start, coef.start + coef.count)
+    frames = np.asarray(frames)
+    R = len(frames) * J
+    lo = np.searchsorted(coef.frame, frames[0], "left")
+    hi = np.searchsorted(coef.frame, frames[-1], "right")
+    sel = slice(lo, hi)
+    row_of_frame = np.full(coef.count, -1)
+    row_of_frame[frames - coef.start] = np.arange(len(frames))
+    fr = row_of_frame[coef.frame[sel] - coef.start]
+    use = fr >= 0
+    desc, c = coef.desc[sel][use], coef.coeff[sel][use]
+    key = fr[use].astype(np.int64) * J + coef.joint[sel][use]
+    w = coef.weight[sel][use]
+    if influence is not None:
+        w = w * influence[desc]
+    total = np.bincount(key, weights=w, minlength=R)
     with np.errstate(divide="ignore", invalid="ignore"):
-        wn = w / total[key]                                                 # Eq. 6
-        targets = np.stack([np.bincount(key, weights=wn * point[:, k], minlength=F * J)
-                            for k in range(3)], axis=-1)                    # Eq. 2
-        affinity = np.bincount(key, weights=wn * coef.proximity, minlength=F * J)
+        wn = np.where(total[key] > 0, w / total[key], 0.0)                 # Eq. 6
+    if mesh.animated:
+        targets = np.zeros((R, 3))
+        per_frame = np.bincount(key // J, minlength=len(frames))
+        bounds = np.concatenate([[0], np.cumsum(per_frame)])
+        for i, f in enumerate(frames.tolist()):
+            s = slice(bounds[i], bounds[i + 1])
+            d, n, t, b = (x[desc[s]] for x in frames_of(mesh, tri, bary, f))
+            cc = c[s]
+            point = d + cc[:, :1] * n + cc[:, 1:2] * t + cc[:, 2:] * b      # Eq. 1
+            for k in range(3):
+                targets[:, k] += np.bincount(key[s], weights=wn[s] * point[:, k], minlength=R)  # Eq. 2
+    else:
+        # Static mesh: Eq. 2 is four sparse (rows x N) products with the
+        # descriptor positions and frames, the rows already sorted by key.
+        d, n, t, b = frames_of(mesh, tri, bary, 0)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=R))])
+        targets = np.zeros((R, 3))
+        for values, vec in ((wn, d), (wn * c[:, 0], n), (wn * c[:, 1], t), (wn * c[:, 2], b)):
+            targets += sparse.csr_matrix((values, desc, indptr), shape=(R, N)) @ vec
+    affinity = np.bincount(key, weights=wn * coef.proximity[sel][use], minlength=R)
     targets[total == 0] = np.nan
     affinity[total == 0] = 0.0
-    return targets.reshape(F, J, 3), np.clip(affinity.reshape(F, J), 0.0, 1.0)
+    return targets.reshape(-1, J, 3), np.clip(affinity.reshape(-1, J), 0.0, 1.0)

@@ -110,7 +110,7 @@ def project_to_coverage(points, corners, normals, tolerance):
         r = points - (x0 + u[:, None] * e1 + v[:, None] * e2 + h[:, None] * n)
     bary = np.stack([1.0 - u - v, u, v], axis=-1)
     converged = np.isfinite(h) & (np.linalg.norm(r, axis=-1) <= tolerance)
-    inside = converged & np.all(bary >= -C.BARY_TOLERANCE, axis=-1) & (h >= 0.0)
+    inside = converged & np.all(bary >= -C.BARY_TOLERANCE, axis=-1) & (h >= -tolerance)
     return bary, h, inside
 
 

@@ -37,7 +37,11 @@ class CoverageIndex:
         cos = np.clip(np.min(np.einsum("tkd,td->tk", corner_n, fn), axis=1), 0.2, 1.0)
         reach = (max_distance / cos)[:, None, None]
         pts = np.concatenate([vertices[tri], vertices[tri] + reach * corner_n], axis=1)
-        self.grid = BoxGrid(pts.min(axis=1), pts.max(axis=1))
+        lo, hi = pts.min(axis=1), pts.max(axis=1)
+        # Pad by the coverage test's own slack, so a joint exactly above an
+        # edge (common on grids) is not lost to rounding at the box boundary.
+        pad = (C.BARY_TOLERANCE * (hi - lo).max(axis=1) + 1e-12 * max_distance)[:, None]
+        self.grid = BoxGrid(lo - pad, hi + pad)
 
     def query(self, points, tolerance):
         """Proximity points of ``points`` (P,3).

@@ -74,8 +74,9 @@ def recover_rotations(skeleton, original, adapted):
     -------
     (F,J,4) quaternions (w, x, y, z), the delta R_j with
     ``adapted_frame_j = R_j @ original_frame_j``: for a joint with one child,
-    the swing from the original to the adapted child direction, which keeps
-    the bone's original twist; for several children, the best-fit (Kabsch)
+    the parent's rotation followed by the swing onto the adapted child
+    direction, which keeps the bone's twist relative to its parent; for
+    several children, the best-fit (Kabsch)
     rotation of the child offsets; a leaf or a zero-length bone takes its
     parent's rotation; a lone root keeps identity.
     """
@@ -83,7 +84,6 @@ def recover_rotations(skeleton, original, adapted):
     adapted = np.asarray(adapted, dtype=float)
     F, J, _ = original.shape
     rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
-    decided = np.zeros(J, bool)
     for j in skeleton.order.tolist():
         kids = skeleton.children(j)
         if len(kids):
@@ -91,18 +91,21 @@ def recover_rotations(skeleton, original, adapted):
             v = adapted[:, kids] - adapted[:, j:j + 1]
             ok = np.linalg.norm(u, axis=-1) > 1e-12
             kids, u, v = kids[ok.all(axis=0)], u[:, ok.all(axis=0)], v[:, ok.all(axis=0)]
+        parent = skeleton.parents[j]
         if len(kids) == 1:
-            rot[:, j] = swing(u[:, 0], v[:, 0])
-            decided[j] = True
+            # Carry the bone with its parent first, then swing it onto the new
+            # direction: its twist relative to the parent stays as it was.
+            base = rot[:, parent] if parent >= 0 else np.broadcast_to(np.eye(3), (F, 3, 3))
+            carried = np.einsum("fij,fj->fi", base, u[:, 0])
+            rot[:, j] = swing(carried, v[:, 0]) @ base
         elif len(kids) > 1:
             r = kabsch(u, v)
             # Collinear children leave the twist undetermined: fall back to a swing.
-            span = np.linalg.norm(np.cross(u[:, 0], u[:, 1:]), axis=-1).max(axis=-1)
+            span = np.linalg.norm(np.cross(u[:, :1], u[:, 1:]), axis=-1).max(axis=-1)
             flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
             if np.any(flat):
                 r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))
             rot[:, j] = r
-            decided[j] = True
-        elif skeleton.parents[j] >= 0:
-            rot[:, j] = rot[:, skeleton.parents[j]]
+        elif parent >= 0:
+            rot[:, j] = rot[:, parent]
     return quat_from_matrix(rot)

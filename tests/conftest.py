@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+
+from blender_reldesc.core import Skeleton, TriMesh, bind
+from blender_reldesc.core import synthetic as S
+
+
+@pytest.fixture(scope="session")
+def walk_scene():
+    """A 90-frame walk over a flat 12 m x 4 m floor with an overhead beam."""
+    skel, motion = S.walk(90)
+    floor = S.grid(12.0, 4.0, 60, 20, origin=(-2.0, -2.0))
+    beam = S.box((2.0, 0.0, 2.2), (0.3, 3.0, 0.2), subdivisions=2)
+    verts, tris, ranges = S.merge(floor, beam)
+    mesh = TriMesh(verts, tris)
+    return skel, motion, mesh, ranges
+
+
+@pytest.fixture(scope="session")
+def walk_binding(walk_scene):
+    skel, motion, mesh, _ = walk_scene
+    return bind(skel, motion, mesh)
+
+
+def random_rotation(rng):
+    q = rng.normal(size=4)
+    q /= np.linalg.norm(q)
+    w, x, y, z = q
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])

@@ -1,0 +1,249 @@
+"""Properties of bind/adapt: reproduction, rigid covariance, weights, sampling, terrain."""
+
+import io
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import Binding, TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.descriptors import reconstruct
+
+from conftest import random_rotation
+
+
+def test_undeformed_scene_reproduces_the_source_motion(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    result = adapt(walk_binding, mesh)
+    H = walk_binding.body_height
+    assert np.abs(result.positions - motion).max() < 1e-4 * H
+    assert np.abs(result.targets - motion).max() < 1e-4 * H
+    assert result.bone_length_error.max() < 1e-9
+
+
+def test_rigid_move_of_the_environment_moves_the_motion_rigidly(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    rng = np.random.default_rng(7)
+    R = random_rotation(rng)
+    t = rng.normal(size=3)
+    result = adapt(walk_binding, mesh.with_vertices(mesh.vertices @ R.T + t))
+    H = walk_binding.body_height
+    assert np.abs(result.positions - (motion @ R.T + t)).max() < 1e-3 * H
+
+
+def test_weights_are_non_negative_and_sum_to_one(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    coef = walk_binding.coefficients()
+    assert np.all(coef.weight >= 0)
+    F, J = motion.shape[:2]
+    key = coef.frame.astype(np.int64) * J + coef.joint
+    total = np.bincount(key, weights=coef.weight, minlength=F * J)
+    normalised = coef.weight / total[key]
+    sums = np.bincount(key, weights=normalised, minlength=F * J)[total > 0]
+    np.testing.assert_allclose(sums, 1.0, atol=1e-12)
+    # Every joint of a character walking on a floor is tied to it.
+    assert np.all(total > 0)
+
+
+def test_descriptors_are_denser_where_joints_come_close():
+    # One joint skims the floor at 3 cm over x in [0,2]; another flies at 1 m over x in [3,5].
+    from blender_reldesc.core import Skeleton
+    F = 200
+    x = np.linspace(0, 2, F)
+    low = np.stack([x, np.zeros(F), np.full(F, 0.03)], 1)
+    high = np.stack([x + 3, np.zeros(F), np.full(F, 1.0)], 1)
+    motion = np.stack([low, high], 1)
+    skel = Skeleton(["low", "high"], [-1, -1])
+    mesh = TriMesh(*S.grid(6, 2, 120, 40, origin=(-0.5, -1)))
+    b = bind(skel, motion, mesh, body_height=1.7)
+    pts = np.einsum("nk,nkd->nd", b.barycentrics, mesh.vertices[mesh.triangles[b.triangles]])
+    near_low = np.sum((pts[:, 0] > 0) & (pts[:, 0] < 2))
+    near_high = np.sum((pts[:, 0] > 3) & (pts[:, 0] < 5))
+    assert near_low > 3 * near_high > 0
+
+
+def test_sampling_radius_is_geodesic_not_euclidean():
+    # A thin wall: joints pass on both sides, 2 cm apart through the wall.
+    # Euclidean sampling would share descriptors across it; geodesic must not.
+    from blender_reldesc.core import Skeleton
+    wall = S.box((0, 0, 1.0), (2.0, 0.02, 2.0), subdivisions=20)
+    mesh = TriMesh(*wall)
+    F = 50
+    x = np.linspace(-0.5, 0.5, F)
+    a = np.stack([x, np.full(F, 0.06), np.full(F, 1.0)], 1)
+    b = np.stack([x, np.full(F, -0.06), np.full(F, 1.0)], 1)
+    skel = Skeleton(["a", "b"], [-1, -1])
+    binding = bind(skel, np.stack([a, b], 1), mesh, body_height=1.7)
+    pts = np.einsum("nk,nkd->nd", binding.barycentrics, mesh.vertices[mesh.triangles[binding.triangles]])
+    front, back = np.sum(pts[:, 1] > 0.005), np.sum(pts[:, 1] < -0.005)
+    assert front > 0 and back > 0
+    assert abs(front - back) <= max(2, 0.2 * front)
+
+
+def test_feet_follow_a_sculpted_terrain_and_bones_keep_their_length():
+    skel, motion = S.walk(150)
+    verts, tris = S.grid(10.0, 4.0, 100, 40, origin=(-2.0, -2.0))
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh)
+    height = S.hills(amplitude=0.15, wavelength=3.0)
+    sculpted = verts.copy()
+    sculpted[:, 2] += height(verts[:, 0], verts[:, 1])
+    result = adapt(binding, mesh.with_vertices(sculpted))
+    assert result.bone_length_error.mean() <= 0.005
+    for foot in ("LeftFoot", "RightFoot"):
+        j = skel.index(foot)
+        src = motion[:, j]
+        want = src[:, 2] + height(src[:, 0], src[:, 1])
+        got = result.positions[:, j, 2]
+        # Feet follow the terrain: far closer to it than to the source height.
+        moved = np.abs(height(src[:, 0], src[:, 1]))
+        assert np.abs(got - want).mean() < 0.25 * moved.mean()
+        assert np.abs(got - want).mean() < 0.03
+
+
+def test_animated_environment_is_bound_frame_by_frame():
+    # The floor rises by 30 cm during the source motion (an elevator): the
+    # undeformed animated mesh reproduces the motion, and a deformed one that
+    # rises by 30 cm more lifts the character by that much.
+    skel, motion = S.walk(60)
+    verts, tris = S.grid(6.0, 2.0, 30, 10, origin=(-1.0, -1.0))
+    F = len(motion)
+    lift = np.linspace(0, 0.3, F)
+    anim = np.repeat(verts[None], F, axis=0)
+    anim[:, :, 2] += lift[:, None]
+    moved = motion.copy()
+    moved[:, :, 2] += lift[:, None]
+    mesh = TriMesh(anim, tris)
+    binding = bind(skel, moved, mesh)
+    H = binding.body_height
+    assert np.abs(adapt(binding, mesh).positions - moved).max() < 1e-4 * H
+    higher = anim.copy()
+    higher[:, :, 2] += 0.3
+    res = adapt(binding, mesh.with_vertices(higher))
+    assert np.abs(res.positions - (moved + [0, 0, 0.3])).max() < 1e-3 * H
+
+
+def test_binding_save_load_round_trips_exactly(tmp_path, walk_binding):
+    path = tmp_path / "walk.npz"
+    walk_binding.save(path)
+    loaded = Binding.load(path)
+    np.testing.assert_array_equal(loaded.triangles, walk_binding.triangles)
+    np.testing.assert_array_equal(loaded.barycentrics, walk_binding.barycentrics)
+    np.testing.assert_array_equal(loaded.motion, walk_binding.motion)
+    np.testing.assert_array_equal(loaded.mesh.vertices, walk_binding.mesh.vertices)
+    assert loaded.skeleton.names == walk_binding.skeleton.names
+    assert loaded.body_height == walk_binding.body_height
+    assert loaded.settings == walk_binding.settings
+    again = Binding.load(walk_binding.to_bytes())
+    a = adapt(again, walk_binding.mesh).positions
+    np.testing.assert_array_equal(a, adapt(walk_binding, walk_binding.mesh).positions)
+
+
+def test_longer_legs_are_reached_and_keep_the_feet_on_the_floor(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    lengths = skel.bone_lengths(motion).mean(axis=0)
+    new = {name: 1.2 * lengths[skel.index(name)] for name in
+           ("LeftLeg", "LeftFoot", "RightLeg", "RightFoot")}
+    result = adapt(walk_binding, mesh, bone_lengths=new)
+    assert result.bone_length_error.mean() < 0.002
+    j = skel.index("LeftLeg")
+    got = np.linalg.norm(result.positions[:, j] - result.positions[:, skel.parents[j]], axis=1)
+    np.testing.assert_allclose(got, new["LeftLeg"], rtol=0.01)
+    hips = skel.index("Hips")
+    assert np.mean(result.positions[:, hips, 2] - motion[:, hips, 2]) > 0.03  # stands taller
+    foot = skel.index("LeftToe")
+    assert np.abs(result.positions[:, foot, 2] - motion[:, foot, 2]).mean() < 0.03
+
+
+def test_affinity_override_holds_a_joint_to_its_target(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    raised = mesh.vertices.copy()
+    raised[:, 2] += np.where(mesh.vertices[:, 2] < 0.5, 0.25, 0.0)        # raise the floor only
+    deformed = mesh.with_vertices(raised)
+    plain = adapt(walk_binding, deformed)
+    held = adapt(walk_binding, deformed, affinity_override={"Hips": 1.0})
+    j = skel.index("Hips")
+    err_plain = np.linalg.norm(plain.positions[:, j] - plain.targets[:, j], axis=1).mean()
+    err_held = np.linalg.norm(held.positions[:, j] - held.targets[:, j], axis=1).mean()
+    assert np.all(held.affinity[:, j] == 1.0)
+    assert err_held < 0.8 * err_plain
+
+
+def test_zero_vertex_influence_ignores_a_surface(walk_scene, walk_binding):
+    skel, motion, mesh, (floor, beam) = walk_scene
+    moved = mesh.vertices.copy()
+    moved[beam[0]:beam[1], 2] -= 0.3                                      # lower the beam
+    deformed = mesh.with_vertices(moved)
+    influence = np.ones(mesh.vertex_count)
+    influence[beam[0]:beam[1]] = 0.0
+    ignored = adapt(walk_binding, deformed, vertex_influence=influence)
+    followed = adapt(walk_binding, deformed)
+    head = skel.index("HeadTop")
+    near = np.abs(motion[:, head, 0] - 2.0) < 0.3                          # under the beam
+    assert near.any()
+    # With the beam ignored the head keeps its height; with it, the head ducks.
+    assert np.abs(ignored.positions[near, head, 2] - motion[near, head, 2]).max() < 0.01
+    assert (motion[near, head, 2] - followed.positions[near, head, 2]).mean() > 0.05
+
+
+def test_pins_hold_joints_where_they_are_put(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    F, J, _ = motion.shape
+    pins = np.full((F, J, 3), np.nan)
+    hand = skel.index("LeftHand")
+    pins[:, hand] = motion[:, hand] + [0.0, 0.1, 0.1]
+    result = adapt(walk_binding, mesh, pins=pins)
+    assert np.abs(result.positions[:, hand] - pins[:, hand]).max() < 1e-9
+
+
+def test_collisions_push_joints_out_of_a_surface():
+    from blender_reldesc.core.binding import _make_collider
+    mesh = TriMesh(*S.grid(2, 2, 4, 4, origin=(-1, -1)))
+    targets = np.array([[[0.0, 0.0, 0.1], [0.3, 0.2, 0.5]]])
+    collide = _make_collider(mesh, targets, body_height=1.7)
+    p = collide(np.array([[0.0, 0.0, -0.05], [0.3, 0.2, 0.4]]), 0)
+    np.testing.assert_allclose(p[0], [0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(p[1], [0.3, 0.2, 0.4])
+
+
+def test_a_joint_without_descriptors_gets_a_defined_target_and_zero_affinity():
+    from blender_reldesc.core import Skeleton
+    F = 20
+    root = np.stack([np.linspace(0, 1, F), np.zeros(F), np.full(F, 0.5)], 1)
+    far = root + [0.0, 0.0, -1.5]                       # behind (under) the floor: no facing descriptor
+    motion = np.stack([root, far], 1)
+    skel = Skeleton(["root", "far"], [-1, 0])
+    mesh = TriMesh(*S.grid(3, 2, 6, 4, origin=(-1, -1)))
+    b = bind(skel, motion, mesh, body_height=1.0)
+    res = adapt(b, mesh.with_vertices(mesh.vertices + [0, 0, 0.2]))
+    assert np.all(np.isfinite(res.positions)) and np.all(np.isfinite(res.targets))
+    assert np.all(res.affinity[:, 1] == 0.0)
+    np.testing.assert_allclose(res.positions[:, 1] - res.positions[:, 0], far - root, atol=1e-6)
+
+
+def test_sparse_static_path_agrees_with_per_frame_path(walk_scene, walk_binding):
+    skel, motion, mesh, _ = walk_scene
+    rng = np.random.default_rng(5)
+    bent = mesh.vertices + 0.05 * rng.normal(size=mesh.vertices.shape)
+    static = mesh.with_vertices(bent)
+    animated = mesh.with_vertices(np.repeat(bent[None], len(motion), axis=0))
+    t_static, a_static = walk_binding.targets(static)
+    t_anim, a_anim = walk_binding.targets(animated)
+    np.testing.assert_allclose(t_static, t_anim, atol=1e-12)
+    np.testing.assert_allclose(a_static, a_anim, atol=1e-12)
+    # A few frames on their own give the same targets as the whole clip.
+    some = np.array([0, 7, 40, len(motion) - 1])
+    t_some, _ = walk_binding.targets(static, frames=some)
+    np.testing.assert_allclose(t_some, t_static[some], atol=1e-12)
+
+
+def test_coefficient_cache_budget_does_not_change_results(walk_scene, monkeypatch):
+    from blender_reldesc.core import descriptors
+    skel, motion, mesh, _ = walk_scene
+    full = adapt(bind(skel, motion, mesh), mesh.with_vertices(mesh.vertices * 1.1))
+    monkeypatch.setattr(descriptors, "CACHE_ENTRIES", 1000)
+    monkeypatch.setattr(descriptors, "BLOCK_FRAMES", 16)
+    binding = bind(skel, motion, mesh)
+    small = adapt(binding, mesh.with_vertices(mesh.vertices * 1.1))
+    assert binding.cache.entries <= 1000
+    np.testing.assert_allclose(small.positions, full.positions, atol=1e-12)

@@ -197,10 +197,11 @@ def test_pins_hold_joints_where_they_are_put(walk_scene, walk_binding):
 
 
 def test_collisions_push_joints_out_of_a_surface():
-    from blender_reldesc.core.binding import _make_collider
+    from blender_reldesc.core.adaptation import Collisions
     mesh = TriMesh(*S.grid(2, 2, 4, 4, origin=(-1, -1)))
     targets = np.array([[[0.0, 0.0, 0.1], [0.3, 0.2, 0.5]]])
-    collide = _make_collider(mesh, targets, body_height=1.7)
+    collide = Collisions(mesh, body_height=1.7)
+    collide.set_targets([0], targets)
     p = collide(np.array([[0.0, 0.0, -0.05], [0.3, 0.2, 0.4]]), 0)
     np.testing.assert_allclose(p[0], [0, 0, 0], atol=1e-12)
     np.testing.assert_allclose(p[1], [0.3, 0.2, 0.4])
@@ -247,3 +248,21 @@ def test_coefficient_cache_budget_does_not_change_results(walk_scene, monkeypatc
     small = adapt(binding, mesh.with_vertices(mesh.vertices * 1.1))
     assert binding.cache.entries <= 1000
     np.testing.assert_allclose(small.positions, full.positions, atol=1e-12)
+
+
+def test_live_session_playing_forward_equals_adapt(walk_scene, walk_binding):
+    from blender_reldesc.core import LiveSession
+    skel, motion, mesh, _ = walk_scene
+    bent = mesh.vertices.copy()
+    bent[:, 2] += 0.1 * np.sin(mesh.vertices[:, 0])
+    full = adapt(walk_binding, mesh.with_vertices(bent))
+    live = LiveSession(walk_binding)
+    for f in range(20):
+        np.testing.assert_allclose(live.pose(f, bent), full.positions[f], atol=1e-12)
+    assert live.exact_hits == 19
+    # Jumping ahead without a cached predecessor solves a short window: close, not exact.
+    far = live.pose(60, bent)
+    assert np.abs(far - full.positions[60]).max() < 0.01 * walk_binding.body_height
+    # An edit drops the cache.
+    live.pose(61, bent + [0, 0, 0.05])
+    assert 20 not in live._solved

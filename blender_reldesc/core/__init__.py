@@ -10,7 +10,8 @@ Conventions: world space, one consistent length unit (body height and every
 tolerance scale with the motion), quaternions (w, x, y, z).
 """
 
-from .binding import AdaptResult, Binding, adapt, bind, measure_body_height
+from .adaptation import AdaptResult, LiveSession, adapt
+from .binding import Binding, bind, measure_body_height
 from .errors import (BindingError, Cancelled, InputError, MeshError, RelDescError, SkeletonError,
                      TopologyError)
 from .mesh import TriMesh
@@ -18,7 +19,7 @@ from .rotations import recover_rotations
 from .skeleton import Skeleton
 
 __all__ = [
-    "AdaptResult", "Binding", "BindingError", "Cancelled", "InputError", "MeshError", "RelDescError",
+    "AdaptResult", "Binding", "LiveSession", "BindingError", "Cancelled", "InputError", "MeshError", "RelDescError",
     "Skeleton", "SkeletonError", "TopologyError", "TriMesh", "adapt", "bind", "measure_body_height",
     "recover_rotations",
 ]

@@ -81,32 +81,42 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
             d, n, t, b = (x[None] for x in static)
         else:
             d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in fs)))
-        # Every (frame, joint, descriptor) term by matrix products around a
-        # local centre: n.(p - d), t.(p - d), b.(p - d) are α, β, γ (Eq. 1) and,
-        # (n, t, b) being orthonormal, the distance is their norm.
+        # Which (frame, joint, descriptor) triples get a weight, from two
+        # matrix products in float32 around a local centre (|p|^2 + |d|^2 -
+        # 2 p.d and n.(p - d)); the few that do are then computed exactly.
         centre = d.reshape(-1, 3).mean(axis=0)
-        p = motion[fs] - centre                                               # (f,J,3)
-        dc = d - centre
-        if static is not None:      # one matrix product per axis (BLAS)
-            coef = [(p.reshape(-1, 3) @ axis[0].T).reshape(len(fs), J, N) - dot(axis, dc)[:, None, :]
-                    for axis in (n, t, b)]
+        p = (motion[fs] - centre).astype(np.float32)                          # (f,J,3)
+        dc = (d - centre).astype(np.float32)
+        n32 = n.astype(np.float32)
+        if static is not None:
+            p2 = p.reshape(-1, 3)
+            gram = (p2 @ dc[0].T).reshape(len(fs), J, N)
+            num = (p2 @ n32[0].T).reshape(len(fs), J, N)
         else:
-            coef = [np.einsum("fjk,fnk->fjn", p, axis) - dot(axis, dc)[:, None, :] for axis in (n, t, b)]
-        dist = np.sqrt(coef[0] ** 2 + coef[1] ** 2 + coef[2] ** 2)
-        front = coef[0] > 0
+            gram = np.einsum("fjk,fnk->fjn", p, dc)
+            num = np.einsum("fjk,fnk->fjn", p, n32)
+        num -= dot(n32, dc)[:, None, :]
+        d2 = gram
+        d2 *= -2.0
+        d2 += dot(p, p)[:, :, None]
+        d2 += dot(dc, dc)[:, None, :]
+        front = num > 0
         # r1: distance to the closest descriptor the joint is in front of.
-        r1 = np.where(front, dist, np.inf).min(axis=-1, keepdims=True)
-        keep = front & (dist < r1 + window)
+        r1 = np.sqrt(np.maximum(np.where(front, d2, np.inf).min(axis=-1, keepdims=True), 0.0))
+        keep = front & (d2 < (r1 + np.float32(window * (1 + 1e-5))) ** 2)
         fi, ji, di = np.nonzero(keep)
-        dk = dist[keep]
-        alpha = coef[0][keep]
+        src = fi if static is None else np.zeros_like(fi)
+        rel = motion[fs[fi], ji] - d[src, di]
+        dk = np.linalg.norm(rel, axis=-1)
+        alpha = dot(rel, n[src, di])
+        r1k = r1[fi, ji, 0].astype(float)
         facing = np.where(dk > 0, alpha / np.where(dk > 0, dk, 1.0), 1.0)     # Eq. 3
-        fade = np.clip(1.0 - (dk - r1[fi, ji, 0]) / window, 0.0, 1.0)        # Eq. 5
+        fade = np.clip(1.0 - (dk - r1k) / window, 0.0, 1.0)                   # Eq. 5
         w = facing * fade                                                     # Eq. 4
         good = w > 0
-        parts.append((fs[fi][good], ji[good], di[good], w[good],
-                      np.stack([alpha, coef[1][keep], coef[2][keep]], axis=-1)[good],
-                      (d0 / np.maximum(dk, d0))[good]))
+        fi, ji, di, src, rel = fi[good], ji[good], di[good], src[good], rel[good]
+        coeff = np.stack([alpha[good], dot(rel, t[src, di]), dot(rel, b[src, di])], axis=-1)   # Eq. 1
+        parts.append((fs[fi], ji, di, w[good], coeff, (d0 / np.maximum(dk, d0))[good]))
     if not parts:
         empty = np.zeros(0, np.int32)
         return Coefficients(start, count, empty, empty, empty, np.zeros(0), np.zeros((0, 3)), np.zeros(0))

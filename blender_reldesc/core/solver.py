@@ -84,23 +84,25 @@ class Warper:
         self.final_iterations = max(iterations, final_iterations)
         self.feed_forward = feed_forward
 
-    def _frame_constraints(self, f, share):
-        """Per-group arrays of frame f, prepared once and reused by every sweep."""
+    def _prepare(self, f, affinity):
+        """Per-frame arrays, built once and reused by every sweep of frame f."""
+        s = np.maximum(affinity, C.AFFINITY_FLOOR)
         a_all, b_all = self.edges[:, 0], self.edges[:, 1]
+        share = s[a_all] / (s[a_all] + s[b_all])                         # Eq. 11
         # Each edge appears twice: once to move its child end (by the parent's
         # share) and once to move its parent end, so that one gather and one
         # scatter per group apply both halves of Eq. 11.
         groups = []
         for sl in self.slices:
-            a, b = a_all[sl], b_all[sl]
-            sh = share[f, sl]
+            a, b, sh = a_all[sl], b_all[sl], share[sl]
             groups.append((np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
                            np.tile(self.lengths[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None]))
         held = None
         if self.pins is not None:
             idx = np.flatnonzero(~np.isnan(self.pins[f, :, 0]))
             held = (idx, self.pins[f, idx]) if idx.size else None
-        return groups, held
+        damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
+        return groups, held, damping
 
     def _sweep(self, p, groups, held):
         for a, b, moved, L, share in groups:
@@ -111,14 +113,38 @@ class Warper:
         if held is not None:
             p[held[0]] = held[1]
 
-    def _step(self, p, prev, target, damping, f, k, sweeps, prepared):
-        force = k * (target - p)                                       # Eq. 9
+    def _step(self, p, prev, target, f, sweeps, prepared):
+        groups, held, damping = prepared
+        force = C.SPRING_K * (target - p)                              # Eq. 9
         new = p + damping[:, None] * (p - prev) + (0.5 / self.substeps ** 2) * force   # Eq. 10
         for _ in range(sweeps):
-            self._sweep(new, *prepared)
+            self._sweep(new, groups, held)
         if self.collide is not None:
             new = self.collide(new, f)
         return new, p
+
+    def first(self, target, start, affinity, f=0, max_steps=C.STATIC_MAX_STEPS):
+        """Frame f solved statically from the pose ``start`` (J,3) until it settles."""
+        prepared = self._prepare(f, affinity)
+        tol = C.STATIC_TOLERANCE * self.body_height
+        p = np.array(start, dtype=float)
+        prev = p.copy()
+        for _ in range(max_steps):
+            before = p
+            p, prev = self._step(p, prev, target, f, self.iterations, prepared)
+            if np.max(np.abs(p - before)) < tol:
+                break
+        return self._glue(p)
+
+    def next(self, f, previous, target_before, target, affinity):
+        """Frame f from the previous frame's result (J,3) and the targets of both frames."""
+        prepared = self._prepare(f, affinity)
+        p = previous + (target - target_before) if self.feed_forward else previous.copy()
+        prev = p.copy()
+        for i in range(self.substeps):
+            sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
+            p, prev = self._step(p, prev, target, f, sweeps, prepared)
+        return self._glue(p)
 
     def run(self, targets, start, affinity, progress=None):
         """Warp all frames.
@@ -127,32 +153,11 @@ class Warper:
         converges from; affinity : (F,J) in [0,1].
         Returns (F,J,3) positions.
         """
-        F, J, _ = targets.shape
+        F = len(targets)
         out = np.empty_like(targets)
-        s = np.maximum(affinity, C.AFFINITY_FLOOR)
-        sa, sb = s[:, self.edges[:, 0]], s[:, self.edges[:, 1]]
-        share = sa / (sa + sb)                                         # (F,E), Eq. 11
-        damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
-        tol = C.STATIC_TOLERANCE * self.body_height
-        k = C.SPRING_K
-        # First frame: solved statically from the given pose until it settles.
-        prepared = self._frame_constraints(0, share)
-        p = np.array(start, dtype=float)
-        prev = p.copy()
-        for _ in range(C.STATIC_MAX_STEPS):
-            before = p
-            p, prev = self._step(p, prev, targets[0], damping[0], 0, k, self.iterations, prepared)
-            if np.max(np.abs(p - before)) < tol:
-                break
-        out[0] = self._glue(p)
+        out[0] = self.first(targets[0], start, affinity[0])
         for f in range(1, F):
-            prepared = self._frame_constraints(f, share)
-            p = out[f - 1] + (targets[f] - targets[f - 1]) if self.feed_forward else out[f - 1].copy()
-            prev = p.copy()
-            for i in range(self.substeps):
-                sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
-                p, prev = self._step(p, prev, targets[f], damping[f], f, k, sweeps, prepared)
-            out[f] = self._glue(p)
+            out[f] = self.next(f, out[f - 1], targets[f - 1], targets[f], affinity[f])
             if progress is not None and f % 64 == 0 and progress(f, F) is False:
                 raise Cancelled(f"cancelled at frame {f} of {F}")
         return out

@@ -1,0 +1,351 @@
+"""Adapting a bound motion to a changed environment or character (§7).
+
+``adapt`` solves every frame of the clip; ``LiveSession`` solves one frame at
+a time for a live preview, reusing the previous frame when it can, so that
+playing forward gives exactly what ``adapt`` gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import constants as C
+from .binding import Binding, _check_bones, _check_mesh_frames
+from .errors import InputError, TopologyError
+from .mesh import TriMesh
+from .proximity import Collider
+from .solver import Warper
+
+
+@dataclass
+class AdaptResult:
+    """Adapted motion and diagnostics.
+
+    positions : (F,J,3) adapted joint positions.
+    targets : (F,J,3) joint targets from the descriptors (Eq. 2).
+    affinity : (F,J) in [0,1], 1 for a joint in contact with a surface
+        (Eq. 8 with proximity weighting, see ``descriptors.reconstruct``;
+        overrides replace it).
+    bone_length_error : (F,) mean relative bone-length error per frame.
+    target_residual : (F,) mean distance from joints to their targets.
+    bone_lengths : (F,J) the bone lengths the solver aimed for.
+    """
+
+    positions: np.ndarray
+    targets: np.ndarray
+    affinity: np.ndarray
+    bone_length_error: np.ndarray
+    target_residual: np.ndarray
+    bone_lengths: np.ndarray
+
+
+def _per_joint(skeleton, value, what, lo=None, hi=None):
+    """A (J,) float array from None, a sequence, or a mapping name -> value (NaN = unset)."""
+    J = len(skeleton)
+    out = np.full(J, np.nan)
+    if value is None:
+        return out
+    if isinstance(value, dict):
+        for name, v in value.items():
+            j = int(name) if isinstance(name, (int, np.integer)) else skeleton.index(name)
+            out[j] = float(v)
+    else:
+        arr = np.asarray(value, dtype=float)
+        if arr.shape != (J,):
+            raise InputError(f"{what} must have one value per joint, shape ({J},), got {arr.shape}")
+        out[:] = arr
+    if np.any(np.isinf(out)):
+        raise InputError(f"{what} contains inf")
+    low = -np.inf if lo is None else lo
+    high = np.inf if hi is None else hi
+    bad = ~np.isnan(out) & ((out < low) | (out > high))
+    if bad.any():
+        names = ", ".join(skeleton.names[j] for j in np.flatnonzero(bad))
+        raise InputError(f"{what} out of range [{low}, {high}] for {names}")
+    return out
+
+
+def check_topology(binding, mesh):
+    """Raise TopologyError unless ``mesh`` has the bind-time triangles."""
+    ref = binding.mesh
+    if not isinstance(mesh, TriMesh):
+        raise InputError("the deformed environment must be a TriMesh")
+    if mesh.triangle_count != ref.triangle_count:
+        raise TopologyError(f"the environment has {mesh.triangle_count} triangles but had "
+                            f"{ref.triangle_count} at bind time: its topology changed, re-bind")
+    if mesh.vertex_count != ref.vertex_count or not np.array_equal(mesh.triangles, ref.triangles):
+        raise TopologyError("the environment's triangles differ from the bind-time mesh: its topology "
+                            "changed, re-bind")
+
+
+class Rig:
+    """What the solver needs that does not depend on the environment.
+
+    Checks the options of ``adapt`` and builds the constraints: bones of
+    non-zero length, rigidity links between siblings (keeping the angle at
+    their common parent with the new bone lengths), the zero-length end
+    bones to glue, per-descriptor influence and affinity overrides.
+    """
+
+    def __init__(self, binding, bone_lengths=None, affinity_override=None, vertex_influence=None,
+                 pins=None, solver_options=None):
+        if not isinstance(binding, Binding):
+            raise InputError("binding must be a Binding from bind() or Binding.load()")
+        self.binding = binding
+        skeleton, motion, H = binding.skeleton, binding.motion, binding.body_height
+        F, J, _ = motion.shape
+        ref = binding.mesh
+        new_len = _per_joint(skeleton, bone_lengths, "bone_lengths", lo=0.0)
+        self.override = _per_joint(skeleton, affinity_override, "affinity_override", lo=0.0, hi=1.0)
+        self.influence = None
+        if vertex_influence is not None:
+            vi = np.asarray(vertex_influence, dtype=float)
+            if vi.shape != (ref.vertex_count,):
+                raise InputError(f"vertex_influence must have one value per vertex ({ref.vertex_count},), "
+                                 f"got {vi.shape}")
+            if not np.all(np.isfinite(vi)):
+                raise InputError("vertex_influence contains NaN or inf")
+            vi = np.clip(vi, 0.0, 1.0)
+            self.influence = np.einsum("nk,nk->n", binding.barycentrics, vi[ref.triangles[binding.triangles]])
+        if pins is not None:
+            pins = np.asarray(pins, dtype=float)
+            if pins.shape != (F, J, 3):
+                raise InputError(f"pins must have shape ({F},{J},3) with NaN where free, got {pins.shape}")
+            if np.any(np.isinf(pins)):
+                raise InputError("pins contain inf; use NaN for free joints")
+        self.pins = pins
+        self.solver_options = dict(solver_options or {})
+
+        zero = _check_bones(skeleton, motion, H)
+        src = skeleton.bone_lengths(motion)                                     # (F,J)
+        scale = np.ones(J)
+        given = ~np.isnan(new_len) & (skeleton.parents >= 0) & ~zero
+        scale[given] = new_len[given] / src.mean(axis=0)[given]
+        self.lengths = src * scale
+        bones = skeleton.bones
+        self.bones = bones[~zero[bones[:, 1]]]
+        links = skeleton.rigidity_links()
+        links = links[~zero[links].any(axis=1)] if len(links) else links
+        self.edges = np.concatenate([self.bones, links]).astype(np.int64)
+        edge_len = [self.lengths[:, self.bones[:, 1]]]
+        if len(links):
+            p = skeleton.parents[links[:, 0]]
+            ua, ub = motion[:, links[:, 0]] - motion[:, p], motion[:, links[:, 1]] - motion[:, p]
+            la, lb = self.lengths[:, links[:, 0]], self.lengths[:, links[:, 1]]
+            na, nb = np.linalg.norm(ua, axis=-1), np.linalg.norm(ub, axis=-1)
+            cos = np.einsum("fld,fld->fl", ua, ub) / np.maximum(na * nb, 1e-300)
+            edge_len.append(np.sqrt(np.maximum(la ** 2 + lb ** 2 - 2 * la * lb * cos, 0.0)))
+        self.edge_lengths = np.concatenate(edge_len, axis=1)
+        rank = np.argsort(skeleton.order)
+        glue = np.stack([np.flatnonzero(zero), skeleton.parents[zero]], axis=1)
+        self.glue = glue[np.argsort(rank[glue[:, 0]])] if len(glue) else glue
+
+    def targets(self, mesh, frames=None):
+        """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.
+
+        A joint with no weighted descriptor follows its parent's target with
+        its original offset (a root: its original position).
+        """
+        b = self.binding
+        frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
+        targets, affinity = b.targets(mesh, frames, self.influence)
+        motion = b.motion[frames]
+        for j in b.skeleton.order.tolist():
+            missing = np.isnan(targets[:, j, 0])
+            if missing.any():
+                parent = b.skeleton.parents[j]
+                targets[missing, j] = motion[missing, j] if parent < 0 else (
+                    targets[missing, parent] + motion[missing, j] - motion[missing, parent])
+        has = ~np.isnan(self.override)
+        affinity[:, has] = self.override[has]
+        return targets, affinity
+
+    def warper(self, collide=None):
+        return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
+                      pins=self.pins, collide=collide, **self.solver_options)
+
+    def bone_error(self, positions, frames):
+        """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""
+        b = self.bones
+        if not len(b):
+            return np.zeros(len(positions))
+        got = np.linalg.norm(positions[:, b[:, 1]] - positions[:, b[:, 0]], axis=-1)
+        want = self.lengths[frames][:, b[:, 1]]
+        return (np.abs(got - want) / want).mean(axis=1)
+
+
+class Collisions:
+    """Collision constraint of the warping step, frame by frame.
+
+    A joint is pushed out only where it lies behind a surface, within the
+    collision band, and deeper than its target (a source motion whose foot
+    dips into the floor keeps that dip). A joint closer to its target than the
+    target is to any surface cannot have crossed one, so most joints are
+    never tested.
+    """
+
+    def __init__(self, mesh, body_height):
+        self.mesh = mesh
+        self.band = C.COLLISION_BAND_FRACTION * body_height
+        self.tol = 1e-9 * body_height
+        self._collider = {}
+        self._frame = {}
+
+    def collider(self, f):
+        key = f if self.mesh.animated else 0
+        c = self._collider.get(key)
+        if c is None:
+            if self.mesh.animated:
+                self._collider.clear()
+            c = Collider(self.mesh.frame(f), self.mesh.normals(f), self.mesh.triangles, self.mesh.valid,
+                         self.band)
+            self._collider[key] = c
+        return c
+
+    def set_targets(self, frames, targets):
+        """Targets (n,J,3) of ``frames`` (n,), before those frames are solved."""
+        frames = np.asarray(frames)
+        if self.mesh.animated:
+            sd = np.stack([self.collider(f).signed_distance(t)[0] for f, t in zip(frames.tolist(), targets)])
+        else:
+            sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
+        allowed = np.minimum(np.where(np.isinf(sd), 0.0, sd), 0.0)
+        clearance = np.where(sd > 0, np.minimum(sd, self.band), 0.0)
+        for i, f in enumerate(frames.tolist()):
+            self._frame[f] = (targets[i], allowed[i], clearance[i])
+
+    def forget(self, keep=()):
+        self._frame = {f: v for f, v in self._frame.items() if f in keep}
+
+    def __call__(self, p, f):
+        target, allowed, clearance = self._frame[f]
+        moved = np.linalg.norm(p - target, axis=1)
+        check = np.flatnonzero(moved >= clearance - self.tol)
+        if check.size == 0:
+            return p
+        sd, normal = self.collider(f).signed_distance(p[check])
+        want = allowed[check]
+        push = (sd < want - self.tol) & (sd > -self.band)
+        if push.any():
+            idx = check[push]
+            p[idx] += normal[push] * (want[push] - sd[push])[:, None]
+        return p
+
+
+def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
+          pins=None, collisions=True, solver_options=None, progress=None):
+    """Adapt the bound motion to a deformed environment (and new bone lengths).
+
+    Parameters
+    ----------
+    binding : Binding from ``bind``.
+    deformed_mesh : TriMesh with the bind-time triangles; static (V,3) or
+        animated over the motion's F frames.
+    bone_lengths : None, (J,) float or {joint name: length}: new length of the
+        bone ending at each joint (roots ignored, NaN = unchanged). The
+        per-frame variation of the source lengths is kept proportionally.
+    affinity_override : None, (J,) float in [0,1] (NaN = computed) or
+        {joint name: affinity}.
+    vertex_influence : None or (V,) float in [0,1], the painted influence of
+        each environment vertex; scales each descriptor's weight through its
+        barycentric coordinates.
+    pins : None or (F,J,3) float, positional constraints, NaN where free.
+    collisions : push joints out of the environment along the closest normal.
+    solver_options : optional dict of ``solver.Warper`` settings (substeps,
+        iterations, final_iterations, feed_forward).
+    progress : optional callable ``(done, total)``; returning False cancels.
+
+    Returns
+    -------
+    AdaptResult.
+    """
+    rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, solver_options)
+    check_topology(binding, deformed_mesh)
+    _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
+    targets, affinity = rig.targets(deformed_mesh)
+    frames = np.arange(binding.frame_count)
+    collide = None
+    if collisions:
+        collide = Collisions(deformed_mesh, binding.body_height)
+        collide.set_targets(frames, targets)
+    positions = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
+    residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
+    return AdaptResult(positions, targets, affinity, rig.bone_error(positions, frames), residual, rig.lengths)
+
+
+class LiveSession:
+    """Frame-by-frame adaptation for a live preview.
+
+    ``pose(frame, vertices)`` returns the adapted joints (J,3) at ``frame``
+    with the environment as it is now. Solved frames are cached with the
+    targets they used; while the environment is unchanged, a frame whose
+    predecessor is cached costs one warping step and equals what ``adapt``
+    gives for it. After an edit (a static environment whose vertices change,
+    or an animated one whose vertices at an already seen frame change) the
+    cache is dropped; a frame without a cached predecessor is solved from
+    ``window`` frames earlier, starting at their targets, which converges to
+    within a small fraction of the body height of the full solve.
+    """
+
+    def __init__(self, binding, window=6, static_steps=60, collisions=True, **options):
+        self.rig = Rig(binding, **options)
+        self.binding = binding
+        self.window = window
+        self.static_steps = static_steps
+        self.collisions = collisions
+        self._sigs = {}
+        self._solved = {}
+        self._warper = None
+        self.exact_hits = 0
+
+    def _signature(self, frame, vertices):
+        key = frame if self.binding.mesh.animated else -1
+        sig = hashlib.blake2b(np.ascontiguousarray(vertices).tobytes(), digest_size=16).digest()
+        if key in self._sigs and self._sigs[key] != sig:
+            self._solved.clear()
+            self._sigs.clear()
+        self._sigs[key] = sig
+
+    def invalidate(self):
+        self._solved.clear()
+        self._sigs.clear()
+
+    def pose(self, frame, vertices):
+        """Adapted joint positions (J,3) at ``frame`` for environment ``vertices`` (V,3)."""
+        b = self.binding
+        F = b.frame_count
+        frame = int(np.clip(frame, 0, F - 1))
+        vertices = np.asarray(vertices, dtype=float)
+        mesh = b.mesh.with_vertices(vertices)
+        check_topology(b, mesh)
+        self._signature(frame, vertices)
+        hit = self._solved.get(frame)
+        if hit is not None:
+            return hit[0]
+        collide = Collisions(mesh, b.body_height) if self.collisions else None
+        warper = self.rig.warper(collide)
+        prev = self._solved.get(frame - 1)
+        if frame == 0 or prev is not None:
+            targets, affinity = self.rig.targets(mesh, [frame])
+            if collide is not None:
+                collide.set_targets([frame], targets)
+            if frame == 0:
+                p = warper.first(targets[0], b.motion[0], affinity[0])
+            else:
+                p = warper.next(frame, prev[0], prev[1], targets[0], affinity[0])
+                self.exact_hits += 1
+            self._solved[frame] = (p, targets[0])
+            return p
+        start = max(0, frame - self.window)
+        frames = np.arange(start, frame + 1)
+        targets, affinity = self.rig.targets(mesh, frames)
+        if collide is not None:
+            collide.set_targets(frames, targets)
+        p = warper.first(targets[0], targets[0], affinity[0], f=start, max_steps=self.static_steps)
+        for i in range(1, len(frames)):
+            p = warper.next(int(frames[i]), p, targets[i - 1], targets[i], affinity[i])
+        self._solved[frame] = (p, targets[-1])
+        return p

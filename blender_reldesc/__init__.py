@@ -1,5 +1,26 @@
 """blender_reldesc: adapt motion to a changed scene with relationship descriptors.
 
 The numerical core (``blender_reldesc.core``) is pure numpy/scipy and is
-importable without Blender.
+importable without Blender; the Blender modules are imported in ``register``.
 """
+
+_modules = None
+
+
+def _blender_modules():
+    from . import cli, live, operators, panels, properties
+    return [properties, operators, panels, live, cli]
+
+
+def register():
+    global _modules
+    _modules = _blender_modules()
+    for module in _modules:
+        module.register()
+
+
+def unregister():
+    global _modules
+    for module in reversed(_modules or _blender_modules()):
+        module.unregister()
+    _modules = None

@@ -29,7 +29,10 @@ class AdaptResult:
     affinity : (F,J) in [0,1], 1 for a joint in contact with a surface
         (Eq. 8 with proximity weighting, see ``descriptors.reconstruct``;
         overrides replace it).
-    bone_length_error : (F,) mean relative bone-length error per frame.
+    bone_length_error : (F,) mean relative bone-length error per frame left
+        by the warping solver (the paper's measure); ``positions`` have it
+        removed by a final forward pass (``Rig.finish``), so they are exactly
+        what the recovered rotations give.
     target_residual : (F,) mean distance from joints to their targets.
     bone_lengths : (F,J) the bone lengths the solver aimed for.
     """
@@ -167,6 +170,34 @@ class Rig:
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
                       pins=self.pins, collide=collide, **self.solver_options)
 
+    def finish(self, positions, frames):
+        """Exact bone lengths: each joint moved along its bone, parents first.
+
+        The warper leaves a small bone-length error (``bone_length_error``);
+        this forward pass removes it so the positions are exactly what forward
+        kinematics of the recovered rotations gives, i.e. what a baked action
+        shows. Pinned joints stay where they are pinned.
+        """
+        out = np.array(positions, dtype=float)
+        sk = self.binding.skeleton
+        frames = np.asarray(frames)
+        held = None if self.pins is None else ~np.isnan(self.pins[frames][..., 0])
+        bone_of = set(self.bones[:, 1].tolist())
+        for j in sk.order.tolist():
+            parent = sk.parents[j]
+            if parent < 0:
+                continue
+            if j not in bone_of:                                   # zero-length end bone
+                out[:, j] = out[:, parent]
+                continue
+            d = out[:, j] - out[:, parent]
+            n = np.linalg.norm(d, axis=-1, keepdims=True)
+            new = out[:, parent] + d * (self.lengths[frames, j][:, None] / np.maximum(n, 1e-300))
+            if held is not None:
+                new = np.where(held[:, j, None], out[:, j], new)
+            out[:, j] = new
+        return out
+
     def bone_error(self, positions, frames):
         """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""
         b = self.bones
@@ -271,9 +302,10 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     if collisions:
         collide = Collisions(deformed_mesh, binding.body_height)
         collide.set_targets(frames, targets)
-    positions = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
+    solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
+    positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
-    return AdaptResult(positions, targets, affinity, rig.bone_error(positions, frames), residual, rig.lengths)
+    return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths)
 
 
 class LiveSession:
@@ -324,7 +356,7 @@ class LiveSession:
         self._signature(frame, vertices)
         hit = self._solved.get(frame)
         if hit is not None:
-            return hit[0]
+            return self.rig.finish(hit[0][None], [frame])[0]
         collide = Collisions(mesh, b.body_height) if self.collisions else None
         warper = self.rig.warper(collide)
         prev = self._solved.get(frame - 1)
@@ -338,7 +370,7 @@ class LiveSession:
                 p = warper.next(frame, prev[0], prev[1], targets[0], affinity[0])
                 self.exact_hits += 1
             self._solved[frame] = (p, targets[0])
-            return p
+            return self.rig.finish(p[None], [frame])[0]
         start = max(0, frame - self.window)
         frames = np.arange(start, frame + 1)
         targets, affinity = self.rig.targets(mesh, frames)
@@ -348,4 +380,4 @@ class LiveSession:
         for i in range(1, len(frames)):
             p = warper.next(int(frames[i]), p, targets[i - 1], targets[i], affinity[i])
         self._solved[frame] = (p, targets[-1])
-        return p
+        return self.rig.finish(p[None], [frame])[0]

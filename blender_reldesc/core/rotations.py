@@ -62,13 +62,17 @@ def kabsch(u, v, weights=None):
     return vt.swapaxes(-1, -2) @ (fix[..., :, None] * uu.swapaxes(-1, -2))
 
 
-def recover_rotations(skeleton, original, adapted):
+def recover_rotations(skeleton, original, adapted, primary=None):
     """World-space rotation of each bone from the original to the adapted pose.
 
     Parameters
     ----------
     skeleton : Skeleton.
     original, adapted : (F,J,3) joint positions.
+    primary : optional (J,) int, for joints with several children the child
+        the bone points at (its tail; -1 for none). Its direction is then met
+        exactly: the best-fit rotation is followed by the small swing onto it,
+        so a connected child bone starts exactly at the adapted joint.
 
     Returns
     -------
@@ -105,6 +109,11 @@ def recover_rotations(skeleton, original, adapted):
             flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
             if np.any(flat):
                 r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))
+            main = -1 if primary is None else int(primary[j])
+            if main >= 0 and main in kids.tolist():
+                k = kids.tolist().index(main)
+                carried = np.einsum("fij,fj->fi", r, u[:, k])
+                r = swing(carried, v[:, k]) @ r
             rot[:, j] = r
         elif parent >= 0:
             rot[:, j] = rot[:, parent]

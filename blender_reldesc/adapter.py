@@ -1,0 +1,396 @@
+"""The one place where Blender data becomes numpy arrays and back.
+
+Everything crosses with ``foreach_get`` / ``foreach_set`` into arrays of the
+dtype Blender stores; no Python loop runs over vertices, loops or keyframes
+(loops over bones, objects and frames remain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from .core import RelDescError
+
+#: Keys of the data stored on an armature object.
+BINDING_KEY = "reldesc_binding"
+POSE_KEY = "reldesc_pose"
+META_KEY = "reldesc_meta"
+STORAGE_VERSION = 1
+
+
+class SceneError(RelDescError):
+    """Something in the Blender scene is missing or unusable; the message says what to do."""
+
+
+# --- finding things -------------------------------------------------------------
+
+def get_armature(name=None, context=None):
+    """The armature object ``name``, or the active object when name is empty."""
+    context = context or bpy.context
+    if name:
+        ob = bpy.data.objects.get(name)
+        if ob is None:
+            raise SceneError(f"no object named '{name}' in the file")
+    else:
+        ob = getattr(context, "active_object", None) or getattr(context.view_layer.objects, "active", None)
+        if ob is None:
+            raise SceneError("no armature given and no active object: select the character's armature")
+    if ob.type != 'ARMATURE':
+        raise SceneError(f"'{ob.name}' is a {ob.type.lower()}, not an armature")
+    return ob
+
+
+def environment_objects(collection_name):
+    """Mesh objects of a collection (and its children), and the names of ignored non-meshes."""
+    if not collection_name:
+        raise SceneError("no environment collection given: choose the collection holding the scene's meshes")
+    coll = bpy.data.collections.get(collection_name)
+    if coll is None:
+        raise SceneError(f"no collection named '{collection_name}' in the file")
+    meshes = [ob for ob in coll.all_objects if ob.type == 'MESH']
+    ignored = sorted(ob.name for ob in coll.all_objects if ob.type != 'MESH')
+    if not meshes:
+        raise SceneError(f"collection '{collection_name}' holds no mesh objects: put the environment's "
+                         "meshes in it")
+    meshes.sort(key=lambda ob: ob.name)
+    return meshes, ignored
+
+
+def source_action(arm):
+    ad = arm.animation_data
+    action = ad.action if ad else None
+    if action is None:
+        raise SceneError(f"armature '{arm.name}' has no action: give it the motion to adapt")
+    return action
+
+
+def frame_range(action):
+    start, end = action.frame_range
+    return int(round(start)), int(round(end))
+
+
+# --- rig --------------------------------------------------------------------
+
+@dataclass
+class Rig:
+    """Bones of an armature as arrays (armature space)."""
+
+    names: list
+    parents: np.ndarray          # (B,) int, -1 for roots
+    rest: np.ndarray             # (B,4,4) Bone.matrix_local
+    connected: np.ndarray        # (B,) bool
+    rotation_modes: list         # PoseBone.rotation_mode per bone
+    order: np.ndarray            # parents-first bone order
+
+
+def read_rig(arm):
+    bones = arm.data.bones
+    names = [b.name for b in bones]
+    index = {n: i for i, n in enumerate(names)}
+    parents = np.array([index[b.parent.name] if b.parent else -1 for b in bones], dtype=np.int64)
+    B = len(names)
+    if B == 0:
+        raise SceneError(f"armature '{arm.name}' has no bones")
+    rest = np.empty(B * 16, np.float32)
+    bones.foreach_get("matrix_local", rest)
+    rest = rest.reshape(B, 4, 4).transpose(0, 2, 1).astype(float)      # column-major in Blender
+    connected = np.array([b.use_connect for b in bones])
+    modes = [arm.pose.bones[n].rotation_mode for n in names]
+    depth = np.zeros(B, int)
+    for i in range(B):
+        p = parents[i]
+        while p >= 0:
+            depth[i] += 1
+            p = parents[p]
+    return Rig(names, parents, rest, connected, modes, np.argsort(depth, kind="stable"))
+
+
+def read_pose(arm):
+    """Current pose: bone heads and tails (B,3) and matrices (B,4,4), armature space."""
+    pb = arm.pose.bones
+    B = len(pb)
+    head = np.empty(B * 3, np.float32)
+    tail = np.empty(B * 3, np.float32)
+    mat = np.empty(B * 16, np.float32)
+    pb.foreach_get("head", head)
+    pb.foreach_get("tail", tail)
+    pb.foreach_get("matrix", mat)
+    return (head.reshape(B, 3).astype(float), tail.reshape(B, 3).astype(float),
+            mat.reshape(B, 4, 4).transpose(0, 2, 1).astype(float))
+
+
+def world_matrix(ob):
+    return np.array(ob.matrix_world, dtype=float)
+
+
+def to_world(matrix, points):
+    return points @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def read_motion(scene, arm, frames, tail_bones, progress=None):
+    """Evaluate the armature at every frame (exact for any rig: constraints, drivers, NLA).
+
+    Returns ``joints (F,J,3)`` world positions (bone heads, then the tails of
+    ``tail_bones``), ``pose (F,B,4,4)`` armature-space bone matrices and
+    ``world (F,4,4)`` object matrices. Restores the current frame.
+    """
+    current = scene.frame_current, scene.frame_subframe
+    F = len(frames)
+    B = len(arm.pose.bones)
+    joints = np.empty((F, B + len(tail_bones), 3))
+    pose = np.empty((F, B, 4, 4))
+    world = np.empty((F, 4, 4))
+    try:
+        for i, f in enumerate(frames):
+            scene.frame_set(int(f))
+            head, tail, mat = read_pose(arm)
+            w = world_matrix(arm)
+            joints[i, :B] = to_world(w, head)
+            joints[i, B:] = to_world(w, tail[tail_bones])
+            pose[i], world[i] = mat, w
+            if progress is not None and i % 25 == 0:
+                progress(i, F)
+    finally:
+        scene.frame_set(current[0], subframe=current[1])
+    return joints, pose, world
+
+
+# --- environment ---------------------------------------------------------------
+
+def is_animated(ob, _seen=None):
+    """True if the object's evaluated geometry can change over time."""
+    seen = _seen if _seen is not None else set()
+    if ob is None or ob.name in seen:
+        return False
+    seen.add(ob.name)
+    ad = ob.animation_data
+    if ad and (ad.action or len(ad.drivers) or len(ad.nla_tracks)):
+        return True
+    data = getattr(ob, "data", None)
+    keys = getattr(data, "shape_keys", None)
+    if keys and keys.animation_data and (keys.animation_data.action or len(keys.animation_data.drivers)):
+        return True
+    if data is not None and data.animation_data and data.animation_data.action:
+        return True
+    if len(getattr(ob, "constraints", ())) or is_animated(ob.parent, seen):
+        return True
+    for mod in getattr(ob, "modifiers", ()):
+        target = getattr(mod, "object", None)
+        if target is not None and is_animated(target, seen):
+            return True
+    return False
+
+
+def read_environment(depsgraph, objects):
+    """Evaluated world-space geometry of ``objects`` as one mesh.
+
+    Returns ``vertices (V,3)``, ``triangles (T,3)`` and per object
+    ``(vertex_count, triangle_count)``.
+    """
+    verts, tris, counts = [], [], []
+    base = 0
+    for ob in objects:
+        ev = ob.evaluated_get(depsgraph)
+        me = ev.to_mesh()
+        try:
+            me.calc_loop_triangles()
+            V, T = len(me.vertices), len(me.loop_triangles)
+            co = np.empty(V * 3, np.float32)
+            me.vertices.foreach_get("co", co)
+            tri = np.empty(T * 3, np.int32)
+            me.loop_triangles.foreach_get("vertices", tri)
+        finally:
+            ev.to_mesh_clear()
+        m = np.array(ev.matrix_world, dtype=float)
+        verts.append(to_world(m, co.reshape(V, 3).astype(float)))
+        tris.append(tri.reshape(T, 3).astype(np.int64) + base)
+        counts.append((V, T))
+        base += V
+    return np.concatenate(verts), np.concatenate(tris), counts
+
+
+def read_environment_frames(scene, objects, frames, progress=None):
+    """(F,V,3) vertices of an animated environment, its triangles and counts."""
+    current = scene.frame_current, scene.frame_subframe
+    out = None
+    try:
+        for i, f in enumerate(frames):
+            scene.frame_set(int(f))
+            v, t, counts = read_environment(bpy.context.evaluated_depsgraph_get(), objects)
+            if out is None:
+                out = np.empty((len(frames),) + v.shape)
+                tris, first_counts = t, counts
+            elif counts != first_counts:
+                raise SceneError("the environment's vertex count changes during the animation: "
+                                 "apply or remove the modifier that changes it")
+            out[i] = v
+            if progress is not None and i % 25 == 0:
+                progress(i, len(frames))
+    finally:
+        scene.frame_set(current[0], subframe=current[1])
+    return out, tris, first_counts
+
+
+def vertex_influence(objects, group_name):
+    """(V,) painted influence from vertex group ``group_name`` (1 where absent)."""
+    parts = []
+    for ob in objects:
+        me = ob.data
+        w = np.ones(len(me.vertices))
+        vg = ob.vertex_groups.get(group_name) if group_name else None
+        if vg is not None:
+            w[:] = 0.0
+            gi = vg.index
+            for v in me.vertices:                        # vertex groups are not attributes
+                for g in v.groups:
+                    if g.group == gi:
+                        w[v.index] = g.weight
+        parts.append(w)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+# --- storing a binding ------------------------------------------------------------
+
+def store_binding(arm, binding_bytes, pose_bytes, meta):
+    arm[BINDING_KEY] = binding_bytes
+    arm[POSE_KEY] = pose_bytes
+    arm[META_KEY] = dict(meta, version=STORAGE_VERSION)
+
+
+def stored_meta(arm):
+    meta = arm.get(META_KEY)
+    return None if meta is None else meta.to_dict()
+
+
+def load_stored(arm):
+    """(binding bytes, pose bytes, meta dict) or SceneError when not bound."""
+    if BINDING_KEY not in arm or META_KEY not in arm or POSE_KEY not in arm:
+        raise SceneError(f"armature '{arm.name}' is not bound: press Bind first")
+    meta = arm[META_KEY].to_dict()
+    if meta.get("version", 0) > STORAGE_VERSION:
+        raise SceneError("the binding was stored by a newer version of the extension: update it or re-bind")
+    return bytes(arm[BINDING_KEY]), bytes(arm[POSE_KEY]), meta
+
+
+def clear_binding(arm):
+    found = False
+    for key in (BINDING_KEY, POSE_KEY, META_KEY):
+        if key in arm:
+            del arm[key]
+            found = True
+    return found
+
+
+# --- writing keyframes --------------------------------------------------------------
+
+def _channelbag(action, arm):
+    slot = action.slots.new(id_type='OBJECT', name=arm.name)
+    try:
+        from bpy_extras import anim_utils
+        bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    except (ImportError, AttributeError):                  # Blender 4.4 / 4.5
+        layer = action.layers[0] if action.layers else action.layers.new("Layer")
+        strip = layer.strips[0] if layer.strips else layer.strips.new(type='KEYFRAME')
+        bag = strip.channelbag(slot, ensure=True)
+    return slot, bag
+
+
+def write_action(arm, name, frames, rig, channels):
+    """Create (or replace) action ``name`` with the given channels and assign it.
+
+    channels : list of ``(bone index, property, values (F,k))``, property one
+        of 'location', 'rotation_quaternion', 'rotation_euler',
+        'rotation_axis_angle'. Keys are linear, one per frame.
+    """
+    old = bpy.data.actions.get(name)
+    if old is not None:
+        bpy.data.actions.remove(old)
+    action = bpy.data.actions.new(name)
+    slot, bag = _channelbag(action, arm)
+    frames = np.asarray(frames, dtype=np.float32)
+    F = len(frames)
+    linear = np.full(F, 1, np.int32)                         # 'LINEAR'
+    co = np.empty((F, 2), np.float32)
+    co[:, 0] = frames
+    for b, prop, values in channels:
+        bone = rig.names[b]
+        path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{prop}'
+        for k in range(values.shape[1]):
+            fc = bag.fcurves.new(path, index=k, group_name=bone)
+            kp = fc.keyframe_points
+            kp.add(F)
+            co[:, 1] = values[:, k]
+            kp.foreach_set("co", co.ravel())
+            kp.foreach_set("interpolation", linear)
+            fc.update()
+    if arm.animation_data is None:
+        arm.animation_data_create()
+    arm.animation_data.action = action
+    arm.animation_data.action_slot = slot
+    return action
+
+
+def assign_action(arm, action):
+    """Assign ``action`` with its first slot (or none) to the armature."""
+    if arm.animation_data is None:
+        arm.animation_data_create()
+    arm.animation_data.action = action
+    if action is not None and len(action.slots) and arm.animation_data.action_slot is None:
+        arm.animation_data.action_slot = action.slots[0]
+
+
+def set_pose(arm, rig, quats, locs, loc_mask):
+    """Pose the armature now: quaternions (B,4) in every bone's own rotation mode, locations (B,3)."""
+    from mathutils import Quaternion
+    for b, name in enumerate(rig.names):
+        pb = arm.pose.bones[name]
+        q = Quaternion(quats[b])
+        mode = pb.rotation_mode
+        if mode == 'QUATERNION':
+            pb.rotation_quaternion = q
+        elif mode == 'AXIS_ANGLE':
+            axis, angle = q.to_axis_angle()
+            pb.rotation_axis_angle = (angle, *axis)
+        else:
+            pb.rotation_euler = q.to_euler(mode, pb.rotation_euler)
+        if loc_mask[b]:
+            pb.location = locs[b]
+
+
+def _fcurves(action):
+    """All F-curves of an action (slotted in 4.4+), for copying object-level channels."""
+    curves = []
+    for layer in getattr(action, "layers", ()):
+        for strip in layer.strips:
+            for bag in getattr(strip, "channelbags", ()):
+                curves.extend(bag.fcurves)
+    return curves
+
+
+def copy_object_channels(source, target):
+    """Copy the F-curves of ``source`` that animate the object itself (not pose
+    bones) into ``target``'s first channelbag, keys and interpolation included."""
+    bags = [bag for layer in target.layers for strip in layer.strips for bag in strip.channelbags]
+    if not bags:
+        return 0
+    bag = bags[0]
+    n = 0
+    for fc in _fcurves(source):
+        if fc.data_path.startswith("pose.bones"):
+            continue
+        kp = fc.keyframe_points
+        K = len(kp)
+        new = bag.fcurves.new(fc.data_path, index=fc.array_index,
+                              group_name=fc.group.name if fc.group else "Object Transforms")
+        new.keyframe_points.add(K)
+        for attr, width, dtype in (("co", 2, np.float32), ("handle_left", 2, np.float32),
+                                   ("handle_right", 2, np.float32), ("interpolation", 1, np.int32)):
+            buf = np.empty(K * width, dtype)
+            kp.foreach_get(attr, buf)
+            new.keyframe_points.foreach_set(attr, buf)
+        new.update()
+        n += 1
+    return n

@@ -1,0 +1,139 @@
+"""Command line: ``python -m blender_reldesc ...`` and ``blender -b IN.blend -c reldesc ...``.
+
+One parser serves both. Exit codes: 0 success; 1 failure, with one line on
+stderr (missing object, no action, no binding, changed topology...); 2 bad
+usage. Without ``-o`` the input file is saved in place, for bind and bake
+only, and never after a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+COMMAND_ID = "reldesc"
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser(blender_command=False):
+    prog = "blender -b IN.blend -c reldesc" if blender_command else "python -m blender_reldesc"
+    parser = _Parser(prog=prog, description="Adapt motion to a changed scene with relationship descriptors.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    infile = dict(nargs="?" if blender_command else None,
+                  help="the .blend file" + (" (default: the file Blender opened)" if blender_command else ""))
+    p = sub.add_parser("bind", help="bind an armature's action to an environment collection")
+    p.add_argument("input", metavar="IN.blend", **infile)
+    p.add_argument("--armature", required=True, help="armature object name")
+    p.add_argument("--environment", required=True, help="collection holding the environment meshes")
+    p.add_argument("--body-height", type=float, default=0.0, help="character height (default: measured)")
+    p.add_argument("--radius-factor", type=float, default=0.5, help="descriptor spacing factor (Eq. 7: 0.5)")
+    p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+    p = sub.add_parser("bake", help="adapt the bound action to the environment as it is and save a new action")
+    p.add_argument("input", metavar="IN.blend", **infile)
+    p.add_argument("--armature", required=True, help="armature object name")
+    p.add_argument("--influence-group", default=None,
+                   help="vertex group of painted influence (default: the file's setting)")
+    p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+    p.add_argument("--report", metavar="REPORT.json", help="write timings and errors as JSON")
+    p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
+    p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
+    return parser
+
+
+def _fail(message):
+    print(f"reldesc: error: {message}", file=sys.stderr)
+    return 1
+
+
+def run(argv, blender_command=False):
+    """Parse and run; returns the exit code."""
+    try:
+        args = build_parser(blender_command).parse_args(argv)
+    except UsageError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    import bpy
+    from .core import Cancelled, RelDescError
+    try:
+        if args.command == "demo":
+            from . import demo
+            report = demo.run(args.output)
+            print(f"reldesc: demo written to {os.path.abspath(args.output)} "
+                  f"({report['frames']} frames, bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
+            return 0
+        _ensure_registered()
+        if args.input:
+            if not os.path.isfile(args.input):
+                return _fail(f"no such file: {args.input}")
+            bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.input), load_ui=False)
+        elif not bpy.data.filepath:
+            return _fail("no .blend file given")
+        from . import adapter, jobs
+        scene = bpy.context.scene
+        arm = adapter.get_armature(args.armature)
+        warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
+        if args.command == "bind":
+            report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn)
+            print(f"reldesc: bound {report['frames']} frames of '{report['action']}' to "
+                  f"{report['descriptors']} descriptors")
+        else:
+            group = args.influence_group
+            if group is None:
+                group = scene.reldesc.influence_group if hasattr(scene, "reldesc") else ""
+            report = jobs.bake_job(scene, arm, group, warn=warn)
+            print(f"reldesc: baked {report['frames']} frames into '{report['action']}' "
+                  f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean, "
+                  f"{100 * report['bone_length_error_max']:.3f} % max)")
+            if args.report:
+                with open(args.report, "w") as fh:
+                    json.dump(report, fh, indent=1)
+        out = os.path.abspath(args.output or args.input or bpy.data.filepath)
+        bpy.ops.wm.save_as_mainfile(filepath=out)
+        return 0
+    except (RelDescError, Cancelled) as e:
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+    except RuntimeError as e:       # bpy operators report file errors this way
+        return _fail(str(e).strip().splitlines()[-1])
+
+
+def _ensure_registered():
+    """Register the extension's properties when run from the bpy wheel."""
+    import bpy
+    if not hasattr(bpy.types.Scene, "reldesc"):
+        from . import properties
+        properties.register()
+
+
+def execute(argv):
+    """Entry point of ``blender -c reldesc``."""
+    return run(list(argv), blender_command=True)
+
+
+_handle = None
+
+
+def register():
+    global _handle
+    import bpy
+    if hasattr(bpy.utils, "register_cli_command"):
+        _handle = bpy.utils.register_cli_command(COMMAND_ID, execute)
+
+
+def unregister():
+    global _handle
+    import bpy
+    if _handle is not None:
+        bpy.utils.unregister_cli_command(_handle)
+        _handle = None

@@ -1,0 +1,135 @@
+"""Armature math without Blender: joints of a bone hierarchy and pose matrices.
+
+Conventions (those of Blender's Python API, here as plain arrays):
+
+- ``rest`` (B,4,4): each bone's rest matrix in armature space (``Bone.matrix_local``).
+- ``pose`` (F,B,4,4): each bone's posed matrix in armature space (``PoseBone.matrix``).
+- ``basis`` (F,B,4,4): each bone's pose relative to its rest (``PoseBone.matrix_basis``).
+- ``pose = pose[parent] @ inv(rest[parent]) @ rest @ basis`` for a bone that
+  inherits its parent's rotation and scale (Blender's default), and
+  ``pose = rest @ basis`` for a root.
+
+Joints: one per bone head, plus one per leaf-bone tail, so every bone's
+direction is carried by a joint pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations
+from .skeleton import Skeleton
+
+
+def primary_children(bone_parents, connected):
+    """(J,) for the joints of ``joint_layout``: the connected child bone of each
+    bone (the joint its tail sits on), -1 where there is none."""
+    bone_parents = np.asarray(bone_parents)
+    B = len(bone_parents)
+    has_child = np.zeros(B, bool)
+    has_child[bone_parents[bone_parents >= 0]] = True
+    out = np.full(B + int((~has_child).sum()), -1)
+    for b in np.flatnonzero(connected & (bone_parents >= 0)):
+        out[bone_parents[b]] = b
+    return out
+
+
+def joint_layout(bone_names, bone_parents):
+    """Joints of a bone hierarchy.
+
+    Returns ``skeleton`` (Skeleton of bone heads then leaf tails, named
+    ``<bone>`` and ``<bone>.tail``), ``head_joint (B,)`` and ``tail_joint
+    (B,)`` (-1 for a bone whose tail is not a joint).
+    """
+    bone_parents = np.asarray(bone_parents, dtype=np.int64)
+    B = len(bone_names)
+    has_child = np.zeros(B, bool)
+    has_child[bone_parents[bone_parents >= 0]] = True
+    leaves = np.flatnonzero(~has_child)
+    names = list(bone_names) + [f"{bone_names[b]}.tail" for b in leaves]
+    parents = np.concatenate([bone_parents, leaves])
+    tail = np.full(B, -1)
+    tail[leaves] = B + np.arange(len(leaves))
+    return Skeleton(names, parents), np.arange(B), tail
+
+
+def _inv(m):
+    return np.linalg.inv(m)
+
+
+def basis_from_pose(rest, parents, pose):
+    """``basis (F,B,4,4)`` such that the bones reach ``pose`` (see module docstring)."""
+    parents = np.asarray(parents)
+    basis = np.empty_like(pose)
+    root = parents < 0
+    basis[:, root] = _inv(rest[root])[None] @ pose[:, root]
+    child = np.flatnonzero(~root)
+    if child.size:
+        p = parents[child]
+        local = _inv(rest[p]) @ rest[child]                              # rest relative to parent
+        basis[:, child] = _inv(local)[None] @ _inv(pose[:, p]) @ pose[:, child]
+    return basis
+
+
+def pose_from_basis(rest, parents, basis, order):
+    """Forward kinematics: ``pose (F,B,4,4)`` from ``basis``; ``order`` parents-first."""
+    pose = np.empty_like(basis)
+    for b in order:
+        p = parents[b]
+        if p < 0:
+            pose[:, b] = rest[b] @ basis[:, b]
+        else:
+            pose[:, b] = pose[:, p] @ (_inv(rest[p]) @ rest[b]) @ basis[:, b]
+    return pose
+
+
+def adapted_pose(skeleton, head_joint, original_joints, adapted_joints, pose, primary=None):
+    """Posed bone matrices (F,B,4,4) that put the bones on the adapted joints.
+
+    original_joints, adapted_joints : (F,J,3) in armature space.
+    pose : (F,B,4,4) original posed matrices (armature space, unit scale).
+    Each bone is rotated by its joint's recovered rotation (twist kept, see
+    ``recover_rotations``, with ``primary`` as there) and its head moved to
+    the adapted head.
+    """
+    delta = matrix_from_quat(recover_rotations(skeleton, original_joints, adapted_joints, primary))
+    out = pose.copy()
+    out[..., :3, :3] = delta[:, head_joint] @ pose[..., :3, :3]
+    out[..., :3, 3] = adapted_joints[:, head_joint]
+    return out
+
+
+def split_basis(basis):
+    """(F,B,4,4) basis -> rotation quaternions (F,B,4) (w,x,y,z, sign-continuous over
+    frames) and locations (F,B,3). The rotation part is orthonormalised first."""
+    u, _, vt = np.linalg.svd(basis[..., :3, :3])
+    rot = u @ vt
+    q = quat_from_matrix(rot)
+    # Keep consecutive keys in the same hemisphere so interpolation takes the short way.
+    for f in range(1, len(q)):
+        flip = np.einsum("bk,bk->b", q[f], q[f - 1]) < 0
+        q[f, flip] *= -1
+    return q, basis[..., :3, 3].copy()
+
+
+def euler_from_quat(q, order="XYZ"):
+    """(F,B,4) quaternions -> (F,B,3) Euler angles (radians) in Blender's ``order``,
+    unwrapped over frames. Blender's 'XYZ' applies X first: scipy's extrinsic 'xyz'."""
+    from scipy.spatial.transform import Rotation
+    flat = q.reshape(-1, 4)[:, [1, 2, 3, 0]]
+    angles = Rotation.from_quat(flat).as_euler(order.lower())             # extrinsic, in order's axes
+    angles = angles.reshape(q.shape[:-1] + (3,))
+    # Reorder from (first, second, third applied) to (x, y, z) components.
+    out = np.empty_like(angles)
+    for k, axis in enumerate(order):
+        out[..., "XYZ".index(axis)] = angles[..., k]
+    return np.unwrap(out, axis=0)
+
+
+def axis_angle_from_quat(q):
+    """(F,B,4) quaternions -> (F,B,4) (angle, x, y, z) as Blender's AXIS_ANGLE stores."""
+    w = np.clip(q[..., 0], -1.0, 1.0)
+    angle = 2.0 * np.arccos(w)
+    s = np.sqrt(np.maximum(1.0 - w * w, 0.0))
+    axis = np.where(s[..., None] > 1e-12, q[..., 1:] / np.maximum(s, 1e-12)[..., None], [0.0, 1.0, 0.0])
+    return np.concatenate([angle[..., None], axis], axis=-1)

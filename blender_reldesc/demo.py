@@ -1,0 +1,230 @@
+"""The demo: a generated humanoid walks across a bridge under a beam; the bridge
+bends and the beam is lowered; the walk is adapted and rendered before/after.
+
+``build_scene`` is also what the Blender-level tests use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import bpy
+import numpy as np
+
+from . import adapter, jobs
+from .core import synthetic as S
+from .core.armature import adapted_pose, basis_from_pose, joint_layout, split_basis
+
+BEAM_X = 3.0
+
+
+def _rest_joints():
+    skel, offsets = S.humanoid()
+    pos = np.zeros((len(skel), 3))
+    for j in skel.order:
+        p = skel.parents[j]
+        pos[j] = offsets[j] + (pos[p] if p >= 0 else [0.0, 0.0, S.HIP_HEIGHT])
+    return skel, pos
+
+
+def build_armature(name="Walker", collection=None):
+    """A humanoid armature: one bone per joint that has children, tail at its
+    first child (its spine child for the pelvis and chest)."""
+    skel, rest = _rest_joints()
+    arm_data = bpy.data.armatures.new(name)
+    arm = bpy.data.objects.new(name, arm_data)
+    (collection or bpy.context.scene.collection).objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    bones = {}
+    for j in skel.order.tolist():
+        kids = skel.children(j).tolist()
+        if not kids:
+            continue
+        name_j = skel.names[j]
+        main = next((k for k in kids if skel.names[k].startswith(("Spine", "Neck"))), kids[0])
+        eb = arm_data.edit_bones.new(name_j)
+        eb.head, eb.tail = rest[j], rest[main]
+        p = skel.parents[j]
+        if p >= 0:
+            eb.parent = bones[skel.names[p]]
+            eb.use_connect = bool(np.allclose(bones[skel.names[p]].tail, eb.head))
+        bones[name_j] = eb
+    bpy.ops.object.mode_set(mode='OBJECT')
+    for pb in arm.pose.bones:
+        pb.rotation_mode = 'QUATERNION'
+    return arm
+
+
+def animate_walk(arm, frames, start=1, name="Walk"):
+    """Key the procedural walk on ``arm`` as action ``name`` (frames start..)."""
+    skel_walk, walk = S.walk(frames)
+    rig = adapter.read_rig(arm)
+    skeleton, head_joint, tail_joint = joint_layout(rig.names, rig.parents)
+    order = [skel_walk.index(n if not n.endswith(".tail") else _tail_joint_name(n, skel_walk))
+             for n in skeleton.names]
+    target = walk[:, order]
+    rest_heads = rig.rest[:, :3, 3]
+    rest_tails = rest_heads + rig.rest[:, :3, 1] * np.array([b.length for b in arm.data.bones])[:, None]
+    rest_joints = np.concatenate([rest_heads, rest_tails[tail_joint >= 0]])
+    F = len(walk)
+    pose0 = np.broadcast_to(rig.rest, (F,) + rig.rest.shape).copy()
+    pose = adapted_pose(skeleton, head_joint, np.broadcast_to(rest_joints, (F,) + rest_joints.shape), target, pose0)
+    quats, locs = split_basis(basis_from_pose(rig.rest, rig.parents, pose))
+    channels = [(b, "rotation_quaternion", quats[:, b]) for b in range(len(rig.names))]
+    channels += [(b, "location", locs[:, b]) for b in np.flatnonzero(rig.parents < 0)]
+    return adapter.write_action(arm, name, np.arange(start, start + F), rig, channels)
+
+
+def _tail_joint_name(tail_name, skel_walk):
+    bone = tail_name[: -len(".tail")]
+    kids = skel_walk.children(skel_walk.index(bone))
+    return skel_walk.names[kids[0]]
+
+
+def _mesh_object(name, verts, tris, collection):
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(verts.tolist(), [], tris.tolist())
+    me.update()
+    ob = bpy.data.objects.new(name, me)
+    collection.objects.link(ob)
+    return ob
+
+
+def build_scene(frames=150, deck_cells=(60, 10)):
+    """Fresh scene: armature 'Walker' with action 'Walk', collection 'Environment'
+    holding 'Bridge' (a deck, 12 m x 2 m) and 'Beam' (over the path at x = 3 m)."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    scene.render.fps = 30
+    env = bpy.data.collections.new("Environment")
+    scene.collection.children.link(env)
+    deck_v, deck_t = S.grid(12.0, 2.0, *deck_cells, origin=(-2.0, -1.0))
+    bridge = _mesh_object("Bridge", deck_v, deck_t, env)
+    beam_v, beam_t = S.box((BEAM_X, 0.0, 2.05), (0.3, 2.0, 0.2), subdivisions=3)
+    beam = _mesh_object("Beam", beam_v, beam_t, env)
+    arm = build_armature()
+    animate_walk(arm, frames)
+    scene.frame_set(1)
+    return scene, arm, env, bridge, beam
+
+
+def bend_bridge(bridge, sag=0.3, at=7.0, width=1.5):
+    """Sag the deck by up to ``sag`` metres around x = ``at`` (same topology)."""
+    me = bridge.data
+    co = np.empty(len(me.vertices) * 3, np.float32)
+    me.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    co[:, 2] -= sag * np.exp(-((co[:, 0] - at) / width) ** 2)
+    me.vertices.foreach_set("co", co.ravel())
+    me.update()
+
+
+def lower_beam(beam, drop=0.3):
+    beam.location.z -= drop
+
+
+def add_stick_figure(arm, radius=0.035):
+    """Visible bones for rendering: a cylinder per bone, parented to it."""
+    coll = bpy.data.collections.new("Figure")
+    bpy.context.scene.collection.children.link(coll)
+    mat = bpy.data.materials.new("Figure")
+    mat.diffuse_color = (0.85, 0.35, 0.15, 1.0)
+    mat.use_nodes = True
+    bsdf = mat.node_tree.nodes.get("Principled BSDF")
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = (0.85, 0.35, 0.15, 1.0)
+    for bone in arm.data.bones:
+        bpy.ops.mesh.primitive_cylinder_add(vertices=12, radius=radius, depth=bone.length)
+        ob = bpy.context.active_object
+        for c in ob.users_collection:
+            c.objects.unlink(ob)
+        coll.objects.link(ob)
+        ob.data.materials.append(mat)
+        ob.name = f"Figure.{bone.name}"
+        ob.parent = arm
+        ob.parent_type = 'BONE'
+        ob.parent_bone = bone.name
+        # Bone parenting puts the child at the bone's tail, y along the bone.
+        ob.matrix_parent_inverse.identity()
+        ob.location = (0.0, -bone.length / 2, 0.0)
+        ob.rotation_euler = (np.pi / 2, 0.0, 0.0)
+    return coll
+
+
+def _render(scene, path):
+    scene.render.filepath = path
+    try:
+        bpy.ops.render.render(write_still=True)
+    except RuntimeError:
+        scene.render.engine = 'BLENDER_WORKBENCH'
+        bpy.ops.render.render(write_still=True)
+
+
+def render_before_after(scene, arm, source, adapted, frame, path):
+    """Render ``frame`` with the source and the adapted action side by side into ``path``."""
+    cam_data = bpy.data.cameras.new("Camera")
+    cam = bpy.data.objects.new("Camera", cam_data)
+    scene.collection.objects.link(cam)
+    cam.location = (BEAM_X - 0.3, -5.5, 1.3)
+    cam.rotation_euler = (np.radians(88), 0.0, 0.0)
+    scene.camera = cam
+    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
+    sun.rotation_euler = (np.radians(50), np.radians(10), np.radians(30))
+    scene.collection.objects.link(sun)
+    world = bpy.data.worlds.new("World")
+    world.color = (0.55, 0.6, 0.68)
+    scene.world = world
+    scene.render.engine = 'CYCLES'
+    scene.cycles.samples = 16
+    scene.cycles.device = 'CPU'
+    scene.render.resolution_x, scene.render.resolution_y = 480, 360
+    scene.render.image_settings.file_format = 'PNG'
+    halves = []
+    for action, tag in ((source, "before"), (adapted, "after")):
+        adapter.assign_action(arm, action)
+        arm.animation_data.action_slot = action.slots[0]
+        scene.frame_set(frame)
+        p = os.path.splitext(path)[0] + f"_{tag}.png"
+        _render(scene, p)
+        img = bpy.data.images.load(p)
+        px = np.empty(img.size[0] * img.size[1] * 4, np.float32)
+        img.pixels.foreach_get(px)
+        halves.append(px.reshape(img.size[1], img.size[0], 4))
+        bpy.data.images.remove(img)
+    both = np.concatenate(halves, axis=1)
+    out = bpy.data.images.new("before_after", both.shape[1], both.shape[0], alpha=True)
+    out.pixels.foreach_set(both.ravel())
+    out.filepath_raw = path
+    out.file_format = 'PNG'
+    out.save()
+    adapter.assign_action(arm, adapted)
+    arm.animation_data.action_slot = adapted.slots[0]
+
+
+def run(out_dir, frames=150):
+    """The main job on the generated scene; writes demo.blend, report.json, before_after.png."""
+    os.makedirs(out_dir, exist_ok=True)
+    scene, arm, env, bridge, beam = build_scene(frames)
+    if not hasattr(bpy.types.Scene, "reldesc"):
+        from . import properties
+        properties.register()
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+    bind_report = jobs.bind_job(scene, arm, env.name)
+    bend_bridge(bridge)
+    lower_beam(beam)
+    bake_report = jobs.bake_job(scene, arm)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    # The frame where the head is closest to the beam.
+    head = jobs.Bound(arm).binding.motion[:, jobs.Bound(arm).binding.skeleton.index("Head")]
+    frame = int(np.argmin(np.abs(head[:, 0] - BEAM_X))) + 1
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame)
+    with open(os.path.join(out_dir, "report.json"), "w") as fh:
+        json.dump(report, fh, indent=1)
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    return report

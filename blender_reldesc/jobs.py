@@ -1,0 +1,257 @@
+"""Bind and bake: the jobs shared by the operators, the live preview and the command line.
+
+Each job checks everything first, then changes anything (a failed job leaves
+the file as it was), and returns a report dictionary with counts and timings.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+
+import bpy
+import numpy as np
+
+from . import adapter
+from .adapter import SceneError
+from .core import Binding, TriMesh, adapt, bind
+from .core.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat, joint_layout,
+                            primary_children, split_basis)
+from .core.rotations import matrix_from_quat, quat_from_matrix
+
+ADAPTED_SUFFIX = ".adapted"
+
+
+def _print_progress(label):
+    state = {"last": -1}
+
+    def progress(done, total):
+        pct = int(100 * done / max(total, 1))
+        if pct >= state["last"] + 10:
+            state["last"] = pct
+            print(f"reldesc: {label} {pct}%", flush=True)
+        return True
+
+    return progress
+
+
+def _save_npz(**arrays):
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def _load_npz(data):
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+class BindJob:
+    """Bind ``arm``'s current action to the meshes of collection ``environment``.
+
+    ``read`` (Blender data), ``compute`` (core only: safe in a worker thread)
+    and ``write`` (stores the binding on the armature) run in that order;
+    ``run`` does all three.
+    """
+
+    label = "bind"
+
+    def __init__(self, scene, arm, environment, body_height=0.0, radius_factor=0.5, warn=print):
+        self.scene, self.arm, self.environment = scene, arm, environment
+        self.body_height, self.radius_factor, self.warn = body_height, radius_factor, warn
+
+    def read(self):
+        t0 = time.perf_counter()
+        scene, arm = self.scene, self.arm
+        self.action = adapter.source_action(arm)
+        start, end = adapter.frame_range(self.action)
+        self.frames = np.arange(start, end + 1)
+        self.rig = adapter.read_rig(arm)
+        self.skeleton, _, tail_joint = joint_layout(self.rig.names, self.rig.parents)
+        objects, ignored = adapter.environment_objects(self.environment)
+        if ignored:
+            self.warn(f"ignored non-mesh objects in '{self.environment}': {', '.join(ignored)}")
+        self.objects = objects
+        self.joints, pose, self.world = adapter.read_motion(scene, arm, self.frames, np.flatnonzero(tail_joint >= 0))
+        self.rotations = quat_from_matrix(pose[..., :3, :3])
+        self.animated = any(adapter.is_animated(ob) for ob in objects)
+        if self.animated:
+            verts, tris, self.counts = adapter.read_environment_frames(scene, objects, self.frames)
+        else:
+            verts, tris, self.counts = adapter.read_environment(bpy.context.evaluated_depsgraph_get(), objects)
+        self.mesh = TriMesh(verts, tris)
+        self.read_seconds = time.perf_counter() - t0
+
+    def compute(self, progress=None):
+        t0 = time.perf_counter()
+        self.binding = bind(self.skeleton, self.joints, self.mesh, self.body_height or None,
+                            radius_factor=self.radius_factor, progress=progress)
+        self.compute_seconds = time.perf_counter() - t0
+
+    def write(self):
+        binding, mesh = self.binding, self.mesh
+        meta = dict(action=self.action.name, environment=self.environment,
+                    objects=[ob.name for ob in self.objects],
+                    vertex_counts=[c[0] for c in self.counts], triangle_counts=[c[1] for c in self.counts],
+                    frame_start=int(self.frames[0]), frame_end=int(self.frames[-1]), animated=bool(self.animated),
+                    descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
+                    body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
+                    degenerate=int(mesh.degenerate_count))
+        pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str))
+        adapter.store_binding(self.arm, binding.to_bytes(), pose, meta)
+        return dict(meta, frames=len(self.frames), read_seconds=self.read_seconds,
+                    compute_seconds=self.compute_seconds)
+
+    def run(self, progress=None):
+        self.read()
+        self.compute(progress or _print_progress(self.label))
+        return self.write()
+
+
+def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progress=None, warn=print):
+    """Bind and store; returns the report dictionary."""
+    return BindJob(scene, arm, environment, body_height, radius_factor, warn).run(progress)
+
+
+class Bound:
+    """A stored binding read back with what the bake and the live preview need."""
+
+    def __init__(self, arm):
+        data, pose, self.meta = adapter.load_stored(arm)
+        self.binding = Binding.load(data)
+        pose = _load_npz(pose)
+        self.rotations, self.world = pose["rotations"], pose["world"]
+        self.rig = adapter.read_rig(arm)
+        if list(pose["bones"]) != self.rig.names:
+            raise SceneError(f"the bones of '{arm.name}' changed since bind: re-bind")
+        skeleton, self.head_joint, self.tail_joint = joint_layout(self.rig.names, self.rig.parents)
+        self.frames = np.arange(self.meta["frame_start"], self.meta["frame_end"] + 1)
+        self.objects = self._objects()
+
+    def _objects(self):
+        meta = self.meta
+        objects, _ = adapter.environment_objects(meta["environment"])
+        names = [ob.name for ob in objects]
+        if names != list(meta["objects"]):
+            raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
+                             f"({', '.join(names)} now, {', '.join(meta['objects'])} then): re-bind")
+        return objects
+
+    def check_counts(self, counts):
+        if ([c[0] for c in counts] != list(self.meta["vertex_counts"])
+                or [c[1] for c in counts] != list(self.meta["triangle_counts"])):
+            changed = [ob.name for ob, c, v, t in zip(self.objects, counts, self.meta["vertex_counts"],
+                                                      self.meta["triangle_counts"]) if c != (v, t)]
+            raise SceneError(f"environment topology changed since bind ({', '.join(changed)}): re-bind")
+
+    def read_environment(self, scene):
+        """The environment now: static (V,3) or animated over the bound frames (F,V,3)."""
+        if self.meta["animated"] or any(adapter.is_animated(ob) for ob in self.objects):
+            verts, _, counts = adapter.read_environment_frames(scene, self.objects, self.frames)
+        else:
+            verts, _, counts = adapter.read_environment(bpy.context.evaluated_depsgraph_get(), self.objects)
+        self.check_counts(counts)
+        return verts
+
+    def pose_channels(self, positions, frames=None):
+        """Basis rotations (F,B,4) and locations (F,B,3) for adapted world joints (F,J,3)."""
+        idx = slice(None) if frames is None else frames
+        world = self.world[idx]
+        inv = np.linalg.inv(world)
+        to_arm = lambda p: np.einsum("fij,fkj->fki", inv[:, :3, :3], p) + inv[:, None, :3, 3]  # noqa: E731
+        original = to_arm(self.binding.motion[idx])
+        adapted = to_arm(positions)
+        pose = np.tile(np.eye(4), original.shape[:1] + (len(self.rig.names), 1, 1))
+        pose[..., :3, :3] = matrix_from_quat(self.rotations[idx])
+        pose[..., :3, 3] = original[:, self.head_joint]
+        new = adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose,
+                           primary_children(self.rig.parents, self.rig.connected))
+        return split_basis(basis_from_pose(self.rig.rest, self.rig.parents, new))
+
+    def location_mask(self):
+        return (self.rig.parents < 0) | ~self.rig.connected
+
+
+def bone_overrides(arm, bound):
+    """{joint name: affinity} from the bones' ``reldesc`` overrides (when the property exists)."""
+    out = {}
+    names = set(bound.binding.skeleton.names)
+    for pb in arm.pose.bones:
+        props = getattr(pb, "reldesc", None)
+        if props is not None and props.use_affinity_override and pb.name in names:
+            out[pb.name] = float(props.affinity)
+    return out
+
+
+class BakeJob:
+    """Adapt the bound motion to the environment as it is now; write ``<source>.adapted``.
+
+    Same three phases as ``BindJob``. The source action is never modified;
+    a previous ``<source>.adapted`` is replaced.
+    """
+
+    label = "bake"
+
+    def __init__(self, scene, arm, influence_group="", warn=print):
+        self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
+
+    def read(self):
+        t0 = time.perf_counter()
+        self.bound = bound = Bound(self.arm)
+        self.source = bpy.data.actions.get(bound.meta["action"])
+        if self.source is None:
+            raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion "
+                             "to adapt")
+        self.mesh = bound.binding.mesh.with_vertices(bound.read_environment(self.scene))
+        self.influence = (adapter.vertex_influence(bound.objects, self.influence_group)
+                          if self.influence_group else None)
+        self.overrides = bone_overrides(self.arm, bound) or None
+        self.read_seconds = time.perf_counter() - t0
+
+    def compute(self, progress=None):
+        t0 = time.perf_counter()
+        self.result = adapt(self.bound.binding, self.mesh, affinity_override=self.overrides,
+                            vertex_influence=self.influence, progress=progress)
+        self.quats, self.locs = self.bound.pose_channels(self.result.positions)
+        self.adapt_seconds = time.perf_counter() - t0
+
+    def write(self):
+        t0 = time.perf_counter()
+        bound = self.bound
+        channels = []
+        mask = bound.location_mask()
+        quats, locs = self.quats, self.locs
+        for b, mode in enumerate(bound.rig.rotation_modes):
+            if mode == 'QUATERNION':
+                channels.append((b, "rotation_quaternion", quats[:, b]))
+            elif mode == 'AXIS_ANGLE':
+                channels.append((b, "rotation_axis_angle", axis_angle_from_quat(quats[:, b:b + 1])[:, 0]))
+            else:
+                channels.append((b, "rotation_euler", euler_from_quat(quats[:, b:b + 1], mode)[:, 0]))
+            if mask[b]:
+                channels.append((b, "location", locs[:, b]))
+        action = adapter.write_action(self.arm, self.source.name + ADAPTED_SUFFIX, bound.frames, bound.rig,
+                                      channels)
+        adapter.copy_object_channels(self.source, action)
+        write_seconds = time.perf_counter() - t0
+        err, res = self.result.bone_length_error, self.result.target_residual
+        worst = np.argsort(-err)[:5]
+        return dict(
+            action=action.name, source=self.source.name, frames=int(len(bound.frames)),
+            joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
+            read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,
+            bone_length_error_mean=float(err.mean()), bone_length_error_max=float(err.max()),
+            target_residual_mean=float(res.mean()),
+            bone_length_error_per_frame=[float(x) for x in err],
+            target_residual_per_frame=[float(x) for x in res],
+            worst_frames=[int(bound.frames[i]) for i in worst])
+
+    def run(self, progress=None):
+        self.read()
+        self.compute(progress or _print_progress(self.label))
+        return self.write()
+
+
+def bake_job(scene, arm, influence_group="", progress=None, warn=print):
+    """Bake and assign the adapted action; returns the report dictionary."""
+    return BakeJob(scene, arm, influence_group, warn).run(progress)

@@ -1,0 +1,214 @@
+"""Operators: thin wrappers that gather inputs, run a job and report.
+
+Interactive runs of Bind and Bake are modal: the core computation runs in a
+worker thread (it touches no Blender data), the window-manager progress bar
+moves, and Esc cancels cleanly (nothing is written). From scripts and in
+background mode they run synchronously and print progress.
+"""
+
+import threading
+
+import bpy
+from bpy.props import StringProperty
+
+from .. import adapter, jobs, live
+from ..core import Cancelled, RelDescError
+
+
+class _Target:
+    """Shared inputs: optional ``armature`` and ``environment`` names for scripting."""
+
+    armature: StringProperty(name="Armature", default="",
+                             description="Armature object name (default: the panel's, else the active object)")
+    environment: StringProperty(name="Environment", default="",
+                                description="Environment collection name (default: the panel's)")
+
+    def get_armature(self, context):
+        settings = context.scene.reldesc
+        name = self.armature or (settings.armature.name if settings.armature else "")
+        return adapter.get_armature(name, context)
+
+    def get_environment(self, context):
+        settings = context.scene.reldesc
+        return self.environment or (settings.environment.name if settings.environment else "")
+
+    @classmethod
+    def poll(cls, context):
+        return context.scene is not None and hasattr(context.scene, "reldesc")
+
+
+class _JobOperator(_Target):
+    """Runs a job's read / compute / write phases; modal with a worker thread when interactive."""
+
+    _job = None
+    _thread = None
+    _timer = None
+    _error = None
+    _cancel = False
+
+    def make_job(self, context):
+        raise NotImplementedError
+
+    def finish(self, context, report):
+        raise NotImplementedError
+
+    def _progress(self, done, total):
+        self._fraction = done / max(total, 1)
+        return not self._cancel
+
+    def execute(self, context):
+        try:
+            job = self.make_job(context)
+            report = job.run()
+        except (RelDescError, Cancelled) as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        self.finish(context, report)
+        return {'FINISHED'}
+
+    def invoke(self, context, event):
+        if bpy.app.background:
+            return self.execute(context)
+        try:
+            self._job = self.make_job(context)
+            self._job.read()
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        self._cancel, self._error, self._fraction = False, None, 0.0
+
+        def work():
+            try:
+                self._job.compute(self._progress)
+            except (RelDescError, Cancelled) as e:
+                self._error = e
+
+        self._thread = threading.Thread(target=work, daemon=True)
+        self._thread.start()
+        wm = context.window_manager
+        wm.progress_begin(0, 100)
+        self._timer = wm.event_timer_add(0.1, window=context.window)
+        wm.modal_handler_add(self)
+        return {'RUNNING_MODAL'}
+
+    def modal(self, context, event):
+        wm = context.window_manager
+        if event.type == 'ESC':
+            self._cancel = True
+        if event.type != 'TIMER':
+            return {'RUNNING_MODAL'}
+        wm.progress_update(int(100 * self._fraction))
+        if self._thread.is_alive():
+            return {'RUNNING_MODAL'}
+        wm.event_timer_remove(self._timer)
+        wm.progress_end()
+        if self._error is not None:
+            self.report({'WARNING'} if isinstance(self._error, Cancelled) else {'ERROR'},
+                        "Cancelled: nothing was changed" if isinstance(self._error, Cancelled) else str(self._error))
+            return {'CANCELLED'}
+        try:
+            report = self._job.write()
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        self.finish(context, report)
+        return {'FINISHED'}
+
+
+class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
+    """Compute relationship descriptors of the armature's action against the environment"""
+    bl_idname = "reldesc.bind"
+    bl_label = "Bind"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    def make_job(self, context):
+        settings = context.scene.reldesc
+        return jobs.BindJob(context.scene, self.get_armature(context), self.get_environment(context),
+                            settings.body_height, settings.radius_factor,
+                            warn=lambda m: self.report({'WARNING'}, m))
+
+    def finish(self, context, report):
+        live.clear()
+        self.report({'INFO'}, f"Bound {report['frames']} frames of '{report['action']}' to "
+                              f"{report['descriptors']} descriptors on {len(report['objects'])} meshes")
+
+
+class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
+    """Adapt the bound motion to the environment as it is now and write '<action>.adapted'"""
+    bl_idname = "reldesc.bake"
+    bl_label = "Bake"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    def make_job(self, context):
+        settings = context.scene.reldesc
+        return jobs.BakeJob(context.scene, self.get_armature(context), settings.influence_group,
+                            warn=lambda m: self.report({'WARNING'}, m))
+
+    def finish(self, context, report):
+        s = context.scene.reldesc
+        s.last_frames = report["frames"]
+        s.last_seconds = report["read_seconds"] + report["adapt_seconds"] + report["write_seconds"]
+        s.last_error_mean = 100 * report["bone_length_error_mean"]
+        s.last_error_max = 100 * report["bone_length_error_max"]
+        s.last_worst_frames = " ".join(str(f) for f in report["worst_frames"])
+        self.report({'INFO'}, f"Baked {report['frames']} frames of '{report['source']}' into '{report['action']}' "
+                              f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
+
+
+class RELDESC_OT_unbind(_Target, bpy.types.Operator):
+    """Remove the stored binding from the armature"""
+    bl_idname = "reldesc.unbind"
+    bl_label = "Unbind"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    def execute(self, context):
+        try:
+            arm = self.get_armature(context)
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        if not adapter.clear_binding(arm):
+            self.report({'WARNING'}, f"'{arm.name}' was not bound")
+            return {'CANCELLED'}
+        live.clear()
+        self.report({'INFO'}, f"Removed the binding of '{arm.name}'")
+        return {'FINISHED'}
+
+
+class RELDESC_OT_live(_Target, bpy.types.Operator):
+    """Toggle the live preview: pose the armature from the current environment at every frame"""
+    bl_idname = "reldesc.live"
+    bl_label = "Live Preview"
+    bl_options = {'REGISTER'}
+
+    def execute(self, context):
+        settings = context.scene.reldesc
+        if not settings.live:
+            try:
+                arm = self.get_armature(context)
+                adapter.load_stored(arm)
+            except RelDescError as e:
+                self.report({'ERROR'}, str(e))
+                return {'CANCELLED'}
+            settings.armature = arm
+        settings.live = not settings.live          # its update callback adds or removes the handler
+        if settings.live:
+            live.on_frame_change(context.scene, context.evaluated_depsgraph_get())
+        self.report({'INFO'}, "Live preview on" if settings.live else "Live preview off")
+        return {'FINISHED'}
+
+
+class RELDESC_OT_jump_to_frame(bpy.types.Operator):
+    """Go to this frame"""
+    bl_idname = "reldesc.jump_to_frame"
+    bl_label = "Jump to Frame"
+    bl_options = {'REGISTER'}
+    frame: bpy.props.IntProperty()
+
+    def execute(self, context):
+        context.scene.frame_set(self.frame)
+        return {'FINISHED'}
+
+
+classes = (RELDESC_OT_bind, RELDESC_OT_bake, RELDESC_OT_unbind, RELDESC_OT_live, RELDESC_OT_jump_to_frame)
+register, unregister = bpy.utils.register_classes_factory(classes)

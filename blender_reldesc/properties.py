@@ -1,0 +1,61 @@
+"""Settings stored in the .blend: per scene, and per pose bone (affinity overrides)."""
+
+import bpy
+from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+
+
+def _is_armature(self, ob):
+    return ob.type == 'ARMATURE'
+
+
+def _live_changed(self, context):
+    from . import live
+    live.sync(context.scene)
+
+
+class RelDescSceneSettings(bpy.types.PropertyGroup):
+    armature: PointerProperty(name="Armature", type=bpy.types.Object, poll=_is_armature,
+                              description="The character whose action is adapted")
+    environment: PointerProperty(name="Environment", type=bpy.types.Collection,
+                                 description="Collection holding the meshes the character interacts with")
+    body_height: FloatProperty(name="Body Height", default=0.0, min=0.0, unit='LENGTH',
+                               description="Character height used to scale every distance; 0 measures it "
+                                           "from the motion")
+    radius_factor: FloatProperty(name="Sampling Radius", default=0.5, min=0.05, max=5.0,
+                                 description="Descriptor spacing as a fraction of the joint-surface distance "
+                                             "(Eq. 7 of the paper: 0.5); larger gives fewer descriptors")
+    influence_group: StringProperty(name="Influence Group", default="reldesc_influence",
+                                    description="Vertex group on environment meshes whose weight scales each "
+                                                "surface's influence (missing group: full influence)")
+    live: BoolProperty(name="Live Preview", default=False, update=_live_changed,
+                       description="Pose the armature from the environment as it is now at every frame change")
+    # Diagnostics of the last bake.
+    last_frames: IntProperty(name="Frames", default=0)
+    last_seconds: FloatProperty(name="Seconds", default=0.0)
+    last_error_mean: FloatProperty(name="Mean Bone-Length Error", default=0.0, subtype='PERCENTAGE')
+    last_error_max: FloatProperty(name="Max Bone-Length Error", default=0.0, subtype='PERCENTAGE')
+    last_worst_frames: StringProperty(name="Worst Frames", default="")
+
+
+class RelDescBoneSettings(bpy.types.PropertyGroup):
+    use_affinity_override: BoolProperty(name="Override Affinity", default=False,
+                                        description="Use the affinity below instead of the computed one")
+    affinity: FloatProperty(name="Affinity", default=1.0, min=0.0, max=1.0,
+                            description="1 keeps the joint's relation to the surfaces; 0 lets it give way")
+
+
+classes = (RelDescSceneSettings, RelDescBoneSettings)
+
+
+def register():
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    bpy.types.Scene.reldesc = PointerProperty(type=RelDescSceneSettings)
+    bpy.types.PoseBone.reldesc = PointerProperty(type=RelDescBoneSettings)
+
+
+def unregister():
+    del bpy.types.PoseBone.reldesc
+    del bpy.types.Scene.reldesc
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,172 @@
+"""Bind, bake, unbind and live preview through the real operators."""
+
+import numpy as np
+import pytest
+
+import bpy
+
+from blender_reldesc import adapter, jobs, live
+from blender_reldesc.core import adapt
+
+from conftest import fcurve_snapshot, heads_over_frames
+
+
+def test_bind_and_bake_reproduce_the_core_within_a_millimetre(scene):
+    scene, arm, env, bridge, beam = scene
+    source = bpy.data.actions["Walk"]
+    before = fcurve_snapshot(source)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    meta = adapter.stored_meta(arm)
+    assert meta["descriptors"] > 0 and meta["frame_start"] == 1 and meta["frame_end"] == 40
+    from blender_reldesc import demo
+    demo.bend_bridge(bridge)
+    demo.lower_beam(beam)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    adapted = bpy.data.actions["Walk.adapted"]
+    assert arm.animation_data.action == adapted
+    # The source action is untouched.
+    after = fcurve_snapshot(source)
+    assert before.keys() == after.keys()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    # Blender's evaluation of the baked action puts the bones where the core put the joints.
+    bound = jobs.Bound(arm)
+    mesh = bound.binding.mesh.with_vertices(bound.read_environment(scene))
+    result = adapt(bound.binding, mesh)
+    heads = heads_over_frames(scene, arm, bound.frames)
+    want = result.positions[:, bound.head_joint]
+    assert np.abs(heads - want).max() < 1e-3
+    # The character really adapted: the head went under the lowered beam.
+    head = bound.binding.skeleton.index("Head")
+    assert np.min(want[:, head, 2] - bound.binding.motion[:, head, 2]) < -0.1
+    assert scene.reldesc.last_frames == 40
+
+
+def test_rebake_replaces_the_adapted_action_and_undo_data_stays_consistent(scene):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.bake(armature="Walker")
+    bpy.ops.reldesc.bake(armature="Walker")
+    names = [a.name for a in bpy.data.actions]
+    assert names.count("Walk.adapted") == 1 and "Walk.adapted.001" not in names
+
+
+def test_binding_survives_save_and_reload(scene, tmp_path):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    meta = adapter.stored_meta(arm)
+    first = jobs.Bound(arm).binding
+    path = str(tmp_path / "bound.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    arm = bpy.data.objects["Walker"]
+    assert adapter.stored_meta(arm) == meta
+    again = jobs.Bound(arm).binding
+    np.testing.assert_array_equal(again.triangles, first.triangles)
+    np.testing.assert_array_equal(again.barycentrics, first.barycentrics)
+    np.testing.assert_array_equal(again.motion, first.motion)
+
+
+def test_unbind_removes_the_binding(scene):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    assert bpy.ops.reldesc.unbind(armature="Walker") == {'FINISHED'}
+    assert adapter.stored_meta(arm) is None
+    with pytest.raises(RuntimeError, match="not bound"):
+        bpy.ops.reldesc.bake(armature="Walker")
+
+
+def test_live_preview_poses_like_the_bake_and_goes_away(scene):
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    demo.lower_beam(beam, 0.2)
+    bpy.ops.reldesc.bake(armature="Walker")
+    bound = jobs.Bound(arm)
+    baked = heads_over_frames(scene, arm, bound.frames)
+    adapter.assign_action(arm, bpy.data.actions["Walk"])
+    arm.animation_data.action_slot = bpy.data.actions["Walk"].slots[0]
+    scene.frame_set(1)
+    assert bpy.ops.reldesc.live(armature="Walker") == {'FINISHED'}
+    assert live.on_frame_change in bpy.app.handlers.frame_change_post
+    posed = []
+    for f in bound.frames:
+        scene.frame_set(int(f))
+        bpy.context.view_layer.update()
+        head, _, _ = adapter.read_pose(arm)
+        posed.append(adapter.to_world(adapter.world_matrix(arm), head))
+    assert np.abs(np.stack(posed) - baked).max() < 1e-3
+    assert live.last_seconds < 0.5
+    bpy.ops.reldesc.live(armature="Walker")
+    assert live.on_frame_change not in bpy.app.handlers.frame_change_post
+
+
+def test_errors_are_reported_not_raised_as_tracebacks(scene):
+    scene, arm, env, bridge, beam = scene
+    with pytest.raises(RuntimeError, match="no collection named 'Nope'"):
+        bpy.ops.reldesc.bind(armature="Walker", environment="Nope")
+    with pytest.raises(RuntimeError, match="no object named 'Ghost'"):
+        bpy.ops.reldesc.bind(armature="Ghost", environment="Environment")
+    with pytest.raises(RuntimeError, match="not an armature"):
+        bpy.ops.reldesc.bind(armature="Beam", environment="Environment")
+    # A non-mesh in the environment is ignored with a warning naming it.
+    empty = bpy.data.objects.new("Marker", None)
+    env.objects.link(empty)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    # Changed topology since bind: a clear error, and nothing is written.
+    me = bridge.data
+    me.vertices.add(1)
+    me.update()
+    actions = {a.name for a in bpy.data.actions}
+    with pytest.raises(RuntimeError, match="re-bind"):
+        bpy.ops.reldesc.bake(armature="Walker")
+    assert {a.name for a in bpy.data.actions} == actions
+
+
+def test_armature_without_action(scene):
+    scene, arm, *_ = scene
+    arm.animation_data.action = None
+    with pytest.raises(RuntimeError, match="has no action"):
+        bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+
+
+def test_euler_bones_are_baked_in_their_own_rotation_mode(scene):
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    # Re-key the walk with Euler rotations on every bone.
+    for pb in arm.pose.bones:
+        pb.rotation_mode = 'XZY'
+    bpy.data.actions.remove(bpy.data.actions["Walk"])
+    walk = demo.animate_walk(arm, 40)
+    rig = adapter.read_rig(arm)
+    # animate_walk keys quaternions: convert the action to the bones' Euler mode.
+    from blender_reldesc.core.armature import euler_from_quat
+    from blender_reldesc.adapter import _fcurves
+    q = np.zeros((40, len(rig.names), 4))
+    for fc in _fcurves(walk):
+        if fc.data_path.endswith("rotation_quaternion"):
+            b = rig.names.index(fc.data_path.split('"')[1])
+            co = np.empty(80, np.float32)
+            fc.keyframe_points.foreach_get("co", co)
+            q[:, b, fc.array_index] = co[1::2]
+    eul = euler_from_quat(q, 'XZY')
+    channels = [(b, "rotation_euler", eul[:, b]) for b in range(len(rig.names))]
+    channels += [(b, "location", np.zeros((40, 3))) for b in range(0)]
+    root = rig.names.index("Hips")
+    loc = [fc for fc in _fcurves(walk) if fc.data_path.endswith("location")]
+    loc_values = np.zeros((40, 3))
+    for fc in loc:
+        co = np.empty(80, np.float32)
+        fc.keyframe_points.foreach_get("co", co)
+        loc_values[:, fc.array_index] = co[1::2]
+    channels.append((root, "location", loc_values))
+    bpy.data.actions.remove(walk)
+    adapter.write_action(arm, "Walk", np.arange(1, 41), rig, channels)
+    heads_source = heads_over_frames(scene, arm, range(1, 41))
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.bake(armature="Walker")
+    adapted = bpy.data.actions["Walk.adapted"]
+    paths = {fc.data_path.rsplit(".", 1)[1] for fc in _fcurves(adapted)}
+    assert "rotation_euler" in paths and "rotation_quaternion" not in paths
+    # Undeformed scene: the adapted action reproduces the source motion.
+    heads = heads_over_frames(scene, arm, range(1, 41))
+    assert np.abs(heads - heads_source).max() < 1e-3

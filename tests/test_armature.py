@@ -1,0 +1,63 @@
+"""Pose-matrix algebra used to write keyframes, checked without Blender."""
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from blender_reldesc.core.armature import (adapted_pose, basis_from_pose, euler_from_quat, joint_layout,
+                                           pose_from_basis, split_basis)
+from blender_reldesc.core.rotations import matrix_from_quat
+
+
+def _chain():
+    names = ["root", "a", "b", "c"]
+    parents = np.array([-1, 0, 1, 1])
+    rest = np.tile(np.eye(4), (4, 1, 1))
+    rest[1, :3, 3] = [0, 0, 1]
+    rest[2, :3, 3] = [0, 0, 2]
+    rest[3, :3, 3] = [0.3, 0, 2]
+    rest[3, :3, :3] = Rotation.from_euler("x", 30, degrees=True).as_matrix()
+    return names, parents, rest
+
+
+def test_basis_and_pose_round_trip():
+    names, parents, rest = _chain()
+    rng = np.random.default_rng(0)
+    F = 5
+    basis = np.tile(np.eye(4), (F, 4, 1, 1))
+    basis[..., :3, :3] = Rotation.random(F * 4, random_state=1).as_matrix().reshape(F, 4, 3, 3)
+    basis[..., :3, 3] = rng.normal(size=(F, 4, 3))
+    pose = pose_from_basis(rest, parents, basis, [0, 1, 2, 3])
+    np.testing.assert_allclose(basis_from_pose(rest, parents, pose), basis, atol=1e-10)
+
+
+def test_joint_layout_adds_leaf_tails():
+    names, parents, _ = _chain()
+    skel, head, tail = joint_layout(names, parents)
+    assert skel.names == ["root", "a", "b", "c", "b.tail", "c.tail"]
+    assert tail.tolist() == [-1, -1, 4, 5]
+    assert skel.parents.tolist() == [-1, 0, 1, 1, 2, 3]
+
+
+def test_adapted_pose_on_unchanged_joints_is_the_original_pose():
+    names, parents, rest = _chain()
+    skel, head, tail = joint_layout(names, parents)
+    F = 3
+    basis = np.tile(np.eye(4), (F, 4, 1, 1))
+    basis[..., :3, :3] = Rotation.random(F * 4, random_state=2).as_matrix().reshape(F, 4, 3, 3)
+    pose = pose_from_basis(rest, parents, basis, [0, 1, 2, 3])
+    # Bone y axis is the bone direction in Blender; tails one unit along it.
+    leaf = pose[:, [2, 3]]
+    joints = np.concatenate([pose[:, :, :3, 3], leaf[..., :3, 3] + leaf[..., :3, 1]], axis=1)
+    out = adapted_pose(skel, head, joints, joints, pose)
+    np.testing.assert_allclose(out, pose, atol=1e-9)
+    q, loc = split_basis(basis_from_pose(rest, parents, out))
+    np.testing.assert_allclose(matrix_from_quat(q), basis[..., :3, :3], atol=1e-9)
+
+
+def test_euler_conversion_matches_blender_order():
+    # Blender 'XYZ' mode: R = Rz @ Ry @ Rx (X applied first).
+    ang = np.array([0.3, -0.2, 1.1])
+    R = (Rotation.from_euler("z", ang[2]).as_matrix() @ Rotation.from_euler("y", ang[1]).as_matrix()
+         @ Rotation.from_euler("x", ang[0]).as_matrix())
+    q = Rotation.from_matrix(R).as_quat()[[3, 0, 1, 2]]
+    np.testing.assert_allclose(euler_from_quat(q[None, None], "XYZ")[0, 0], ang, atol=1e-9)

@@ -298,6 +298,17 @@ def _channelbag(action, arm):
     return slot, bag
 
 
+def _new_fcurve(bag, path, index, group):
+    """An F-curve in ``bag``, in group ``group`` (5.0 takes the group by name; 4.4/4.5 do not)."""
+    try:
+        return bag.fcurves.new(path, index=index, group_name=group)
+    except TypeError:
+        fc = bag.fcurves.new(path, index=index)
+        grp = next((g for g in bag.groups if g.name == group), None) or bag.groups.new(group)
+        fc.group = grp
+        return fc
+
+
 def write_action(arm, name, frames, rig, channels):
     """Create (or replace) action ``name`` with the given channels and assign it.
 
@@ -319,7 +330,7 @@ def write_action(arm, name, frames, rig, channels):
         bone = rig.names[b]
         path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{prop}'
         for k in range(values.shape[1]):
-            fc = bag.fcurves.new(path, index=k, group_name=bone)
+            fc = _new_fcurve(bag, path, k, bone)
             kp = fc.keyframe_points
             kp.add(F)
             co[:, 1] = values[:, k]
@@ -383,8 +394,7 @@ def copy_object_channels(source, target):
             continue
         kp = fc.keyframe_points
         K = len(kp)
-        new = bag.fcurves.new(fc.data_path, index=fc.array_index,
-                              group_name=fc.group.name if fc.group else "Object Transforms")
+        new = _new_fcurve(bag, fc.data_path, fc.array_index, fc.group.name if fc.group else "Object Transforms")
         new.keyframe_points.add(K)
         for attr, width, dtype in (("co", 2, np.float32), ("handle_left", 2, np.float32),
                                    ("handle_right", 2, np.float32), ("interpolation", 1, np.int32)):

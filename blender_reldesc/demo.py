@@ -92,10 +92,12 @@ def _mesh_object(name, verts, tris, collection):
     return ob
 
 
-def build_scene(frames=150, deck_cells=(60, 10)):
+def build_scene(frames=150, deck_cells=(60, 10), reset=True):
     """Fresh scene: armature 'Walker' with action 'Walk', collection 'Environment'
-    holding 'Bridge' (a deck, 12 m x 2 m) and 'Beam' (over the path at x = 3 m)."""
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+    holding 'Bridge' (a deck, 12 m x 2 m) and 'Beam' (over the path at x = 3 m).
+    ``reset`` starts from factory settings (which also disables add-ons)."""
+    if reset:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
     scene.render.fps = 30

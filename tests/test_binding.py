@@ -9,7 +9,7 @@ from blender_reldesc.core import Binding, TriMesh, adapt, bind
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.descriptors import reconstruct
 
-from conftest import random_rotation
+from core_helpers import random_rotation
 
 
 def test_undeformed_scene_reproduces_the_source_motion(walk_scene, walk_binding):

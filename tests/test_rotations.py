@@ -6,7 +6,7 @@ from blender_reldesc.core import recover_rotations
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.rotations import matrix_from_quat, quat_from_matrix, swing
 
-from conftest import random_rotation
+from core_helpers import random_rotation
 
 
 def test_rigid_rotation_of_the_pose_is_recovered_for_every_bone():

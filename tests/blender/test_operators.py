@@ -8,7 +8,7 @@ import bpy
 from blender_reldesc import adapter, jobs, live
 from blender_reldesc.core import adapt
 
-from conftest import fcurve_snapshot, heads_over_frames
+from blender_helpers import fcurve_snapshot, heads_over_frames
 
 
 def test_bind_and_bake_reproduce_the_core_within_a_millimetre(scene):

@@ -1,0 +1,77 @@
+"""The command line, run as a user would: a subprocess, exit codes and stderr.
+
+Helper subprocesses end with ``os._exit``: the bpy 4.5 wheel can hang in its
+teardown at interpreter exit.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "blender_reldesc", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def scene_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "walk.blend"
+    code = ("import bpy; from blender_reldesc import demo; demo.build_scene(frames=30, deck_cells=(30, 6)); "
+            f"bpy.ops.wm.save_as_mainfile(filepath={str(path)!r}); import os; os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                   capture_output=True, timeout=300)
+    return path
+
+
+def test_bind_then_bake_with_report(scene_file, tmp_path):
+    bound = tmp_path / "bound.blend"
+    r = run("bind", str(scene_file), "--armature", "Walker", "--environment", "Environment", "-o", str(bound))
+    assert r.returncode == 0, r.stderr
+    assert "bound 30 frames" in r.stdout
+    baked, report = tmp_path / "baked.blend", tmp_path / "report.json"
+    r = run("bake", str(bound), "--armature", "Walker", "-o", str(baked), "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    for key in ("frames", "joints", "descriptors", "read_seconds", "adapt_seconds", "write_seconds",
+                "bone_length_error_mean", "bone_length_error_max"):
+        assert key in data
+    assert data["frames"] == 30 and len(data["bone_length_error_per_frame"]) == 30
+    assert baked.exists()
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (("bind", "{scene}", "--armature", "Nobody", "--environment", "Environment"), 1, "no object named 'Nobody'"),
+    (("bind", "{scene}", "--armature", "Walker", "--environment", "Nope"), 1, "no collection named 'Nope'"),
+    (("bake", "{scene}", "--armature", "Walker"), 1, "not bound"),
+    (("bind", "/no/such/file.blend", "--armature", "Walker", "--environment", "Environment"), 1, "no such file"),
+    (("bind", "{scene}", "--environment", "Environment"), 2, "--armature"),
+    (("frobnicate",), 2, "invalid choice"),
+])
+def test_failures_exit_non_zero_with_one_line(scene_file, args, code, message):
+    before = os.path.getmtime(scene_file)
+    r = run(*[a.format(scene=scene_file) for a in args])
+    assert r.returncode == code
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.path.getmtime(scene_file) == before            # a failed run never saves
+
+
+def test_blender_command_entry_point(scene_file, tmp_path):
+    """``blender -b IN.blend -c reldesc ...`` calls ``cli.execute`` on the loaded file."""
+    out = tmp_path / "out.blend"
+    code = (f"import bpy, sys; bpy.ops.wm.open_mainfile(filepath={str(scene_file)!r}); "
+            "from blender_reldesc import cli; "
+            f"code = cli.execute(['bind', '--armature', 'Walker', '--environment', 'Environment', '-o', {str(out)!r}]); "
+            "import os; sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert out.exists()

@@ -404,3 +404,118 @@ def copy_object_channels(source, target):
         new.update()
         n += 1
     return n
+
+
+# --- fast source motion: numpy forward kinematics from the keyed values ----------
+
+def _slot_fcurves(arm, action):
+    slot = arm.animation_data.action_slot if arm.animation_data else None
+    if slot is None:
+        return list(_fcurves(action))
+    for layer in getattr(action, "layers", ()):
+        for strip in layer.strips:
+            bag = strip.channelbag(slot) if hasattr(strip, "channelbag") else None
+            if bag is not None:
+                return list(bag.fcurves)
+    return []
+
+
+def fk_blockers(arm, action):
+    """Why the keyed values alone do not determine the pose (empty list: they do)."""
+    why = []
+    ad = arm.animation_data
+    if ad is not None and len(ad.drivers):
+        why.append("drivers")
+    if ad is not None and any(not t.mute for t in ad.nla_tracks):
+        why.append("NLA tracks")
+    if arm.parent is not None or len(arm.constraints):
+        why.append("object parent or constraints")
+    if any(len(pb.constraints) for pb in arm.pose.bones):
+        why.append("bone constraints")
+    if any(not b.use_inherit_rotation or b.inherit_scale != 'FULL' or not b.use_local_location
+           for b in arm.data.bones):
+        why.append("non-default bone inheritance")
+    if any(not fc.data_path.startswith("pose.bones") for fc in _slot_fcurves(arm, action)):
+        why.append("animated object transform")
+    return why
+
+
+def _sample(fc, frames):
+    """Values of an F-curve at integer ``frames``: linear keys by np.interp, else evaluate()."""
+    kp = fc.keyframe_points
+    K = len(kp)
+    if K == 0:
+        return None
+    interp = np.empty(K, np.int32)
+    kp.foreach_get("interpolation", interp)
+    if fc.modifiers or np.any(interp[:-1] != 1) or fc.extrapolation != 'CONSTANT':     # 1 = LINEAR
+        return np.array([fc.evaluate(float(f)) for f in frames])
+    co = np.empty(K * 2, np.float32)
+    kp.foreach_get("co", co)
+    co = co.reshape(K, 2).astype(float)
+    return np.interp(frames, co[:, 0], co[:, 1])
+
+
+def read_motion_fk(arm, action, frames, rig, tail_bones):
+    """Same outputs as ``read_motion`` by numpy forward kinematics of the keyed values.
+
+    Valid only when ``fk_blockers`` is empty (no constraints, drivers, NLA,
+    animated object transform or special inheritance).
+    """
+    from .core.armature import pose_from_basis
+    from .core.rotations import matrix_from_quat
+    from scipy.spatial.transform import Rotation
+    F, B = len(frames), len(rig.names)
+    index = {n: i for i, n in enumerate(rig.names)}
+    frames = np.asarray(frames, dtype=float)
+    pbs = arm.pose.bones
+    loc = np.array([tuple(pbs[n].location) for n in rig.names])[None].repeat(F, 0)
+    scale = np.array([tuple(pbs[n].scale) for n in rig.names])[None].repeat(F, 0)
+    quat = np.array([tuple(pbs[n].rotation_quaternion) for n in rig.names])[None].repeat(F, 0)
+    euler = np.array([tuple(pbs[n].rotation_euler) for n in rig.names])[None].repeat(F, 0)
+    axang = np.array([tuple(pbs[n].rotation_axis_angle) for n in rig.names])[None].repeat(F, 0)
+    targets = {"location": loc, "scale": scale, "rotation_quaternion": quat, "rotation_euler": euler,
+               "rotation_axis_angle": axang}
+    for fc in _slot_fcurves(arm, action):
+        path = fc.data_path
+        if not path.startswith('pose.bones["'):
+            continue
+        name, prop = path[len('pose.bones["'):].split('"].', 1)
+        b = index.get(name.replace('\\"', '"').replace("\\\\", "\\"))
+        if b is None or prop not in targets:
+            continue
+        values = _sample(fc, frames)
+        if values is not None:
+            targets[prop][:, b, fc.array_index] = values
+    basis = np.tile(np.eye(4), (F, B, 1, 1))
+    for b, mode in enumerate(rig.rotation_modes):
+        if mode == 'QUATERNION':
+            q = quat[:, b] / np.maximum(np.linalg.norm(quat[:, b], axis=-1, keepdims=True), 1e-12)
+            r = matrix_from_quat(q)
+        elif mode == 'AXIS_ANGLE':
+            r = Rotation.from_rotvec(axang[:, b, 1:] / np.maximum(
+                np.linalg.norm(axang[:, b, 1:], axis=-1, keepdims=True), 1e-12) * axang[:, b, :1]).as_matrix()
+        else:
+            # Blender's Euler 'XYZ' applies X first: extrinsic rotations in that order.
+            ang = euler[:, b, ["XYZ".index(a) for a in mode]]
+            r = Rotation.from_euler(mode.lower(), ang).as_matrix()
+        basis[:, b, :3, :3] = r * scale[:, b, None, :]
+        basis[:, b, :3, 3] = loc[:, b]
+    pose = pose_from_basis(rig.rest, rig.parents, basis, rig.order)
+    lengths = np.array([arm.data.bones[n].length for n in rig.names])
+    head = pose[..., :3, 3]
+    tail = head + pose[..., :3, 1] * lengths[None, :, None]
+    w = world_matrix(arm)
+    joints = np.concatenate([to_world(w, head), to_world(w, tail[:, tail_bones])], axis=1)
+    world = np.broadcast_to(w, (F, 4, 4)).copy()
+    return joints, pose, world
+
+
+def read_source_motion(scene, arm, action, frames, rig, tail_bones):
+    """``read_motion_fk`` where the keyed values determine the pose, else ``read_motion``.
+
+    Returns ``joints, pose, world`` and the path taken ('fk' or 'evaluated').
+    """
+    if arm.animation_data is not None and arm.animation_data.action == action and not fk_blockers(arm, action):
+        return (*read_motion_fk(arm, action, frames, rig, tail_bones), "fk")
+    return (*read_motion(scene, arm, frames, tail_bones), "evaluated")

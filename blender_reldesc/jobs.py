@@ -72,7 +72,8 @@ class BindJob:
         if ignored:
             self.warn(f"ignored non-mesh objects in '{self.environment}': {', '.join(ignored)}")
         self.objects = objects
-        self.joints, pose, self.world = adapter.read_motion(scene, arm, self.frames, np.flatnonzero(tail_joint >= 0))
+        self.joints, pose, self.world, self.motion_path = adapter.read_source_motion(
+            scene, arm, self.action, self.frames, self.rig, np.flatnonzero(tail_joint >= 0))
         self.rotations = quat_from_matrix(pose[..., :3, :3])
         self.animated = any(adapter.is_animated(ob) for ob in objects)
         if self.animated:
@@ -96,7 +97,7 @@ class BindJob:
                     frame_start=int(self.frames[0]), frame_end=int(self.frames[-1]), animated=bool(self.animated),
                     descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
-                    degenerate=int(mesh.degenerate_count))
+                    degenerate=int(mesh.degenerate_count), motion_read=self.motion_path)
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str))
         adapter.store_binding(self.arm, binding.to_bytes(), pose, meta)
         return dict(meta, frames=len(self.frames), read_seconds=self.read_seconds,

@@ -170,3 +170,67 @@ def test_euler_bones_are_baked_in_their_own_rotation_mode(scene):
     # Undeformed scene: the adapted action reproduces the source motion.
     heads = heads_over_frames(scene, arm, range(1, 41))
     assert np.abs(heads - heads_source).max() < 1e-3
+
+
+@pytest.mark.parametrize("mode", ["QUATERNION", "XZY", "AXIS_ANGLE"])
+def test_fast_forward_kinematics_agrees_with_blender_evaluation(scene, mode):
+    scene, arm, *_ = scene
+    action = bpy.data.actions["Walk"]
+    rig = adapter.read_rig(arm)
+    if mode != "QUATERNION":
+        # Re-key every bone in ``mode`` from the evaluated quaternion pose.
+        frames = np.arange(1, 41)
+        _, pose, _ = adapter.read_motion(scene, arm, frames, np.zeros(0, int))
+        from blender_reldesc.core.armature import axis_angle_from_quat, basis_from_pose, euler_from_quat, split_basis
+        q, loc = split_basis(basis_from_pose(rig.rest, rig.parents, pose))
+        for pb in arm.pose.bones:
+            pb.rotation_mode = mode
+        rig = adapter.read_rig(arm)
+        rot = euler_from_quat(q, mode) if mode != "AXIS_ANGLE" else axis_angle_from_quat(q)
+        prop = "rotation_euler" if mode != "AXIS_ANGLE" else "rotation_axis_angle"
+        channels = [(b, prop, rot[:, b]) for b in range(len(rig.names))]
+        channels += [(b, "location", loc[:, b]) for b in range(len(rig.names))]
+        action = adapter.write_action(arm, "Walk", frames, rig, channels)
+    frames = np.arange(1, 41)
+    tails = np.array([0, 3])
+    assert adapter.fk_blockers(arm, action) == []
+    fast = adapter.read_motion_fk(arm, action, frames, rig, tails)
+    slow = adapter.read_motion(scene, arm, frames, tails)
+    np.testing.assert_allclose(fast[0], slow[0], atol=1e-5)
+    np.testing.assert_allclose(fast[1], slow[1], atol=1e-5)
+    # A bone constraint makes the fast path step aside.
+    arm.pose.bones["Head"].constraints.new('COPY_ROTATION')
+    assert "bone constraints" in adapter.fk_blockers(arm, action)
+    *_, path = adapter.read_source_motion(scene, arm, action, frames, rig, tails)
+    assert path == "evaluated"
+
+
+def test_transformed_objects_are_handled_in_world_space(scene):
+    scene, arm, env, bridge, beam = scene
+    heads_source = heads_over_frames(scene, arm, range(1, 41))
+    for ob in (arm, bridge, beam):
+        ob.location.x += 1.5
+        ob.rotation_euler.z += 0.4
+        ob.scale = (1.0, 1.0, 1.0)
+    bpy.context.view_layer.update()
+    moved_source = heads_over_frames(scene, arm, range(1, 41))
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.bake(armature="Walker")
+    baked = heads_over_frames(scene, arm, range(1, 41))
+    assert np.abs(baked - moved_source).max() < 1e-3          # undeformed: the source, in world space
+    assert np.abs(moved_source - heads_source).max() > 1.0    # (the objects really moved)
+
+
+def test_animated_environment_is_read_per_frame(scene):
+    scene, arm, env, bridge, beam = scene
+    # The beam slides down 10 cm over the clip in the source scene.
+    beam.location.z = 0.0
+    beam.keyframe_insert("location", index=2, frame=1)
+    beam.location.z = -0.1
+    beam.keyframe_insert("location", index=2, frame=40)
+    assert adapter.is_animated(beam)
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    assert adapter.stored_meta(arm)["animated"] is True
+    heads_source = heads_over_frames(scene, arm, range(1, 41))
+    bpy.ops.reldesc.bake(armature="Walker")
+    assert np.abs(heads_over_frames(scene, arm, range(1, 41)) - heads_source).max() < 1e-3

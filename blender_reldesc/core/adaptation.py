@@ -331,6 +331,7 @@ class LiveSession:
         self._sigs = {}
         self._solved = {}
         self._warper = None
+        self._env = None
         self.exact_hits = 0
 
     def _signature(self, frame, vertices):
@@ -340,10 +341,23 @@ class LiveSession:
             self._solved.clear()
             self._sigs.clear()
         self._sigs[key] = sig
+        return sig
 
     def invalidate(self):
         self._solved.clear()
         self._sigs.clear()
+
+    def _environment(self, vertices, sig):
+        """TriMesh and collision constraint for these vertices, reused while they are unchanged."""
+        cached = self._env
+        if cached is not None and cached[0] == sig:
+            return cached[1], cached[2]
+        b = self.binding
+        mesh = b.mesh.with_vertices(vertices)
+        check_topology(b, mesh)
+        collide = Collisions(mesh, b.body_height) if self.collisions else None
+        self._env = (sig, mesh, collide)
+        return mesh, collide
 
     def pose(self, frame, vertices):
         """Adapted joint positions (J,3) at ``frame`` for environment ``vertices`` (V,3)."""
@@ -351,14 +365,15 @@ class LiveSession:
         F = b.frame_count
         frame = int(np.clip(frame, 0, F - 1))
         vertices = np.asarray(vertices, dtype=float)
-        mesh = b.mesh.with_vertices(vertices)
-        check_topology(b, mesh)
-        self._signature(frame, vertices)
+        sig = self._signature(frame, vertices)
         hit = self._solved.get(frame)
         if hit is not None:
             return self.rig.finish(hit[0][None], [frame])[0]
-        collide = Collisions(mesh, b.body_height) if self.collisions else None
-        warper = self.rig.warper(collide)
+        mesh, collide = self._environment(vertices, sig)
+        if self._warper is None:
+            self._warper = self.rig.warper()
+        warper = self._warper
+        warper.collide = collide
         prev = self._solved.get(frame - 1)
         if frame == 0 or prev is not None:
             targets, affinity = self.rig.targets(mesh, [frame])

@@ -15,6 +15,13 @@ def dot(a, b):
     return np.einsum("...i,...i->...", a, b)
 
 
+def cross(a, b):
+    """Cross product along the last axis; cheaper than np.cross for small arrays."""
+    a1, a2, a3 = a[..., 0], a[..., 1], a[..., 2]
+    b1, b2, b3 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], axis=-1)
+
+
 def normalize(v, eps=1e-300):
     """Unit vectors along the last axis; zero vectors stay zero."""
     n = np.linalg.norm(v, axis=-1, keepdims=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .geometry import dot, normalize
+from .geometry import cross, dot, normalize
 
 
 def quat_from_matrix(m):
@@ -30,7 +30,7 @@ def matrix_from_quat(q):
 def swing(u, v):
     """(...,3,3) smallest rotations taking directions u to v (no twist about them)."""
     u, v = normalize(u), normalize(v)
-    axis = np.cross(u, v)
+    axis = cross(u, v)
     c = dot(u, v)
     # Rodrigues with k = axis (unnormalised): R = I + [k]x + [k]x^2 / (1 + c).
     kx = np.zeros(u.shape[:-1] + (3, 3))
@@ -45,7 +45,7 @@ def swing(u, v):
     if np.any(opposite):
         uo = u[opposite]
         helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
-        k = normalize(np.cross(uo, helper))
+        k = normalize(cross(uo, helper))
         r[opposite] = 2 * k[:, :, None] * k[:, None, :] - np.eye(3)
     return r
 
@@ -105,7 +105,7 @@ def recover_rotations(skeleton, original, adapted, primary=None):
         elif len(kids) > 1:
             r = kabsch(u, v)
             # Collinear children leave the twist undetermined: fall back to a swing.
-            span = np.linalg.norm(np.cross(u[:, :1], u[:, 1:]), axis=-1).max(axis=-1)
+            span = np.linalg.norm(cross(np.broadcast_to(u[:, :1], u[:, 1:].shape), u[:, 1:]), axis=-1).max(axis=-1)
             flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
             if np.any(flat):
                 r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))

@@ -234,3 +234,15 @@ def test_animated_environment_is_read_per_frame(scene):
     heads_source = heads_over_frames(scene, arm, range(1, 41))
     bpy.ops.reldesc.bake(armature="Walker")
     assert np.abs(heads_over_frames(scene, arm, range(1, 41)) - heads_source).max() < 1e-3
+
+
+def test_cancelled_bake_changes_nothing(scene):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    from blender_reldesc.core import Cancelled
+    job = jobs.BakeJob(scene, arm)
+    job.read()
+    with pytest.raises(Cancelled):
+        job.compute(progress=lambda done, total: False)       # what Esc does in the modal operator
+    assert "Walk.adapted" not in bpy.data.actions
+    assert arm.animation_data.action.name == "Walk"

@@ -158,7 +158,7 @@ class Warper:
         out[0] = self.first(targets[0], start, affinity[0])
         for f in range(1, F):
             out[f] = self.next(f, out[f - 1], targets[f - 1], targets[f], affinity[f])
-            if progress is not None and f % 64 == 0 and progress(f, F) is False:
+            if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F) is False:
                 raise Cancelled(f"cancelled at frame {f} of {F}")
         return out
 

@@ -8,8 +8,8 @@ _modules = None
 
 
 def _blender_modules():
-    from . import cli, live, operators, panels, properties
-    return [properties, operators, panels, live, cli]
+    from . import cli, live, operators, overlay, panels, properties
+    return [properties, operators, panels, live, overlay, cli]
 
 
 def register():

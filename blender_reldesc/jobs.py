@@ -173,15 +173,42 @@ class Bound:
         return (self.rig.parents < 0) | ~self.rig.connected
 
 
-def bone_overrides(arm, bound):
-    """{joint name: affinity} from the bones' ``reldesc`` overrides (when the property exists)."""
-    out = {}
+def bone_overrides(arm, bound, warn=None):
+    """{joint name: affinity} from the bones' ``reldesc`` overrides (when the property exists).
+
+    Overrides on bones that are not in the binding are ignored, with a warning naming them.
+    """
+    out, stray = {}, []
     names = set(bound.binding.skeleton.names)
     for pb in arm.pose.bones:
         props = getattr(pb, "reldesc", None)
-        if props is not None and props.use_affinity_override and pb.name in names:
-            out[pb.name] = float(props.affinity)
+        if props is not None and props.use_affinity_override:
+            if pb.name in names:
+                out[pb.name] = float(props.affinity)
+            else:
+                stray.append(pb.name)
+    if stray and warn is not None:
+        warn(f"affinity overrides ignored on bones not in the binding: {', '.join(stray)}")
     return out
+
+
+def read_influence(scene, bound, group=None, warn=None):
+    """(V,) painted influence of the bound environment, or None when no mesh has the group.
+
+    A group of that name on meshes outside the environment is ignored, with a warning naming them.
+    """
+    group = scene.reldesc.influence_group if group is None and hasattr(scene, "reldesc") else group
+    if not group:
+        return None
+    if warn is not None:
+        env = {ob.name for ob in bound.objects}
+        stray = sorted(ob.name for ob in bpy.data.objects
+                       if ob.type == 'MESH' and ob.name not in env and group in ob.vertex_groups)
+        if stray:
+            warn(f"influence group '{group}' ignored on meshes outside the environment: {', '.join(stray)}")
+    if not any(group in ob.vertex_groups for ob in bound.objects):
+        return None
+    return adapter.vertex_influence(bound.objects, group)
 
 
 class BakeJob:
@@ -193,7 +220,7 @@ class BakeJob:
 
     label = "bake"
 
-    def __init__(self, scene, arm, influence_group="", warn=print):
+    def __init__(self, scene, arm, influence_group=None, warn=print):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
 
     def read(self):
@@ -204,9 +231,8 @@ class BakeJob:
             raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion "
                              "to adapt")
         self.mesh = bound.binding.mesh.with_vertices(bound.read_environment(self.scene))
-        self.influence = (adapter.vertex_influence(bound.objects, self.influence_group)
-                          if self.influence_group else None)
-        self.overrides = bone_overrides(self.arm, bound) or None
+        self.influence = read_influence(self.scene, bound, self.influence_group, self.warn)
+        self.overrides = bone_overrides(self.arm, bound, self.warn) or None
         self.read_seconds = time.perf_counter() - t0
 
     def compute(self, progress=None):
@@ -242,7 +268,7 @@ class BakeJob:
             joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
             read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,
             bone_length_error_mean=float(err.mean()), bone_length_error_max=float(err.max()),
-            target_residual_mean=float(res.mean()),
+            target_residual_mean=float(res.mean()), target_residual_max=float(res.max()),
             bone_length_error_per_frame=[float(x) for x in err],
             target_residual_per_frame=[float(x) for x in res],
             worst_frames=[int(bound.frames[i]) for i in worst])
@@ -253,6 +279,6 @@ class BakeJob:
         return self.write()
 
 
-def bake_job(scene, arm, influence_group="", progress=None, warn=print):
+def bake_job(scene, arm, influence_group=None, progress=None, warn=print):
     """Bake and assign the adapted action; returns the report dictionary."""
     return BakeJob(scene, arm, influence_group, warn).run(progress)

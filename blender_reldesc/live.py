@@ -22,16 +22,26 @@ last_seconds = 0.0
 last_error = ""
 
 
-def _session(arm):
+def session_for(arm):
+    """The cached stored binding and core LiveSession of ``arm`` (built on first use)."""
     from .jobs import Bound, bone_overrides
     key = arm.name
     entry = _sessions.get(key)
     if entry is None:
         bound = Bound(arm)
-        entry = {"bound": bound, "session": LiveSession(bound.binding,
-                                                        affinity_override=bone_overrides(arm, bound) or None)}
+        entry = {"bound": bound, "influence_dirty": True,
+                 "session": LiveSession(bound.binding, affinity_override=bone_overrides(arm, bound) or None)}
+        entry["watched"] = {ob.name for ob in bound.objects} | {ob.data.name for ob in bound.objects}
         _sessions[key] = entry
     return entry
+
+
+def _refresh_influence(scene, entry):
+    """Re-read painted influence after an edit (vertex groups need a Python loop: not every frame)."""
+    from .jobs import read_influence
+    if entry["influence_dirty"]:
+        entry["session"].set_influence(read_influence(scene, entry["bound"]))
+        entry["influence_dirty"] = False
 
 
 def clear():
@@ -40,7 +50,8 @@ def clear():
 
 def pose_frame(scene, depsgraph, arm):
     """Pose ``arm`` at the scene's current frame; returns the joint positions (J,3)."""
-    entry = _session(arm)
+    entry = session_for(arm)
+    _refresh_influence(scene, entry)
     bound, session = entry["bound"], entry["session"]
     verts, _, counts = adapter.read_environment(depsgraph, bound.objects)
     bound.check_counts(counts)
@@ -69,6 +80,22 @@ def on_frame_change(scene, depsgraph=None):
 
 
 @persistent
+def on_depsgraph_update(scene, depsgraph=None):
+    """Follow edits and weight painting of the environment without a frame change."""
+    settings = getattr(scene, "reldesc", None)
+    if settings is None or not settings.live or settings.armature is None or depsgraph is None:
+        return
+    entry = _sessions.get(settings.armature.name)
+    if entry is None:
+        return
+    touched = any(getattr(u.id, "original", u.id).name in entry["watched"] for u in depsgraph.updates
+                  if isinstance(u.id, (bpy.types.Object, bpy.types.Mesh)))
+    if touched:
+        entry["influence_dirty"] = True
+        on_frame_change(scene, depsgraph)
+
+
+@persistent
 def on_load(_dummy=None):
     clear()
     for scene in bpy.data.scenes:
@@ -81,11 +108,15 @@ def on_load(_dummy=None):
 def _add():
     if on_frame_change not in bpy.app.handlers.frame_change_post:
         bpy.app.handlers.frame_change_post.append(on_frame_change)
+    if on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post:
+        bpy.app.handlers.depsgraph_update_post.append(on_depsgraph_update)
 
 
 def _remove():
     while on_frame_change in bpy.app.handlers.frame_change_post:
         bpy.app.handlers.frame_change_post.remove(on_frame_change)
+    while on_depsgraph_update in bpy.app.handlers.depsgraph_update_post:
+        bpy.app.handlers.depsgraph_update_post.remove(on_depsgraph_update)
 
 
 def sync(scene):

@@ -1,7 +1,7 @@
 """Settings stored in the .blend: per scene, and per pose bone (affinity overrides)."""
 
 import bpy
-from bpy.props import BoolProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 
 def _is_armature(self, ob):
@@ -11,6 +11,11 @@ def _is_armature(self, ob):
 def _live_changed(self, context):
     from . import live
     live.sync(context.scene)
+
+
+def _overlay_changed(self, context):
+    from . import overlay
+    overlay.sync(context.scene)
 
 
 class RelDescSceneSettings(bpy.types.PropertyGroup):
@@ -29,6 +34,17 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                                                 "surface's influence (missing group: full influence)")
     live: BoolProperty(name="Live Preview", default=False, update=_live_changed,
                        description="Pose the armature from the environment as it is now at every frame change")
+    show_overlay: BoolProperty(name="Show Descriptors", default=False, update=_overlay_changed,
+                               description="Draw the descriptor points and the active bone's relative vectors")
+    overlay_color_by: EnumProperty(name="Colour By", items=[
+        ('influence', "Influence", "Painted influence of the surface under each descriptor"),
+        ('weight', "Weight", "Weight of each descriptor for the active bone at this frame")],
+        default='influence', update=_overlay_changed)
+    overlay_targets: BoolProperty(name="Targets", default=True, update=_overlay_changed,
+                                  description="Draw each joint's target (yellow) and solved position (blue)")
+    overlay_size: FloatProperty(name="Size", default=6.0, min=1.0, max=30.0, update=_overlay_changed)
+    paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
+    last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.
     last_frames: IntProperty(name="Frames", default=0)
     last_seconds: FloatProperty(name="Seconds", default=0.0)
@@ -37,10 +53,15 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     last_worst_frames: StringProperty(name="Worst Frames", default="")
 
 
+def _bone_changed(self, context):
+    from . import live
+    live.clear()
+
+
 class RelDescBoneSettings(bpy.types.PropertyGroup):
-    use_affinity_override: BoolProperty(name="Override Affinity", default=False,
+    use_affinity_override: BoolProperty(name="Override Affinity", default=False, update=_bone_changed,
                                         description="Use the affinity below instead of the computed one")
-    affinity: FloatProperty(name="Affinity", default=1.0, min=0.0, max=1.0,
+    affinity: FloatProperty(name="Affinity", default=1.0, min=0.0, max=1.0, update=_bone_changed,
                             description="1 keeps the joint's relation to the surfaces; 0 lets it give way")
 
 

@@ -113,6 +113,9 @@ class Rig:
                 raise InputError("vertex_influence contains NaN or inf")
             vi = np.clip(vi, 0.0, 1.0)
             self.influence = np.einsum("nk,nk->n", binding.barycentrics, vi[ref.triangles[binding.triangles]])
+            if binding.descriptor_count and not np.any(self.influence > 0):
+                raise InputError("the painted influence is 0 on every surface, so the binding has no active "
+                                 "descriptor: paint some influence back (weight > 0)")
         if pins is not None:
             pins = np.asarray(pins, dtype=float)
             if pins.shape != (F, J, 3):
@@ -346,6 +349,15 @@ class LiveSession:
     def invalidate(self):
         self._solved.clear()
         self._sigs.clear()
+
+    def set_influence(self, vertex_influence):
+        """New painted influence (V,) or None; drops the cache when it changed."""
+        old = self.rig.influence
+        rig = self.rig
+        rebuilt = Rig(self.binding, vertex_influence=vertex_influence, affinity_override=None)
+        if (old is None) != (rebuilt.influence is None) or (old is not None and not np.array_equal(old, rebuilt.influence)):
+            rig.influence = rebuilt.influence
+            self.invalidate()
 
     def _environment(self, vertices, sig):
         """TriMesh and collision constraint for these vertices, reused while they are unchanged."""

@@ -37,15 +37,88 @@ class RELDESC_PT_main(bpy.types.Panel):
         row.enabled = meta is not None
         row.operator("reldesc.bake", icon='REC')
         row.operator("reldesc.live", text="Live Preview", icon='PLAY', depress=s.live)
-        if s.last_frames:
+
+
+class _SubPanel:
+    bl_space_type = 'VIEW_3D'
+    bl_region_type = 'UI'
+    bl_category = "RelDesc"
+    bl_parent_id = "RELDESC_PT_main"
+
+
+class RELDESC_PT_affinity(_SubPanel, bpy.types.Panel):
+    bl_label = "Affinity Overrides"
+
+    def draw(self, context):
+        layout = self.layout
+        arm = context.scene.reldesc.armature
+        if arm is None:
+            layout.label(text="Choose an armature")
+            return
+        pb = context.active_pose_bone if getattr(context, "active_pose_bone", None) else None
+        if pb is None and arm.data.bones.active is not None:
+            pb = arm.pose.bones.get(arm.data.bones.active.name)
+        if pb is not None:
+            layout.label(text=f"Active bone: {pb.name}", icon='BONE_DATA')
+            row = layout.row(align=True)
+            row.prop(pb.reldesc, "use_affinity_override", text="Override")
+            sub = row.row(align=True)
+            sub.enabled = pb.reldesc.use_affinity_override
+            sub.prop(pb.reldesc, "affinity", slider=True)
+        overridden = [b for b in arm.pose.bones if b.reldesc.use_affinity_override]
+        if overridden:
             box = layout.box()
-            box.label(text=f"Last bake: {s.last_frames} frames in {s.last_seconds:.2f} s")
-            box.label(text=f"Bone-length error: {s.last_error_mean:.3f} % mean, {s.last_error_max:.3f} % max")
-            if s.last_worst_frames:
+            for b in overridden:
                 row = box.row(align=True)
-                row.label(text="Worst:")
-                for f in s.last_worst_frames.split():
-                    row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
+                row.operator("reldesc.select_bone", text=b.name, icon='BONE_DATA').bone = b.name
+                row.label(text=f"{b.reldesc.affinity:.2f}")
+                row.operator("reldesc.clear_affinity_override", text="", icon='X').bone = b.name
+            layout.operator("reldesc.clear_affinity_override", text="Clear All").bone = ""
+
+
+class RELDESC_PT_influence(_SubPanel, bpy.types.Panel):
+    bl_label = "Influence Painting"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        layout.prop(s, "influence_group", text="Group")
+        painting = context.active_object is not None and context.active_object.mode == 'WEIGHT_PAINT'
+        layout.operator("reldesc.paint_influence", text="Done Painting" if painting else "Paint Active Mesh",
+                        icon='BRUSH_DATA')
+
+
+class RELDESC_PT_overlay(_SubPanel, bpy.types.Panel):
+    bl_label = "Overlays"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        layout.prop(s, "show_overlay")
+        col = layout.column()
+        col.enabled = s.show_overlay
+        col.prop(s, "overlay_color_by")
+        col.prop(s, "overlay_targets")
+        col.prop(s, "overlay_size")
+
+
+class RELDESC_PT_diagnostics(_SubPanel, bpy.types.Panel):
+    bl_label = "Diagnostics"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        if not s.last_frames:
+            layout.label(text="Bake to see diagnostics")
+            return
+        layout.label(text=f"Last bake: {s.last_frames} frames in {s.last_seconds:.2f} s")
+        layout.label(text=f"Bone-length error: {s.last_error_mean:.3f} % mean, {s.last_error_max:.3f} % max")
+        layout.label(text=f"Target residual: {s.last_residual_mean * 1000:.1f} mm mean")
+        if s.last_worst_frames:
+            row = layout.row(align=True)
+            row.label(text="Worst:")
+            for f in s.last_worst_frames.split():
+                row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
 
 
 def topology_ok(meta):
@@ -63,5 +136,5 @@ def topology_status(meta):
     return "Environment matches the binding" if topology_ok(meta) else "Environment changed: re-bind"
 
 
-classes = (RELDESC_PT_main,)
+classes = (RELDESC_PT_main, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -21,6 +21,8 @@ from .geometry import descriptor_frames, dot
 
 #: Frames per block of the coefficient table.
 BLOCK_FRAMES = 128
+#: Spans up to this many frames whose block is not cached are computed alone.
+SHORT_SPAN = 16
 #: Entries of the coefficient table kept in memory (about 28 bytes each).
 CACHE_ENTRIES = 6_000_000
 
@@ -147,8 +149,17 @@ class CoefficientCache:
         return c
 
     def covering(self, start, stop):
-        """Blocks that cover frames ``start .. stop - 1``."""
+        """Blocks that cover frames ``start .. stop - 1``.
+
+        A short span of several frames (a live-preview jump) whose block is not cached yet is
+        computed on its own, without building and caching the whole block.
+        """
         first = (start // BLOCK_FRAMES) * BLOCK_FRAMES
+        if 1 < stop - start <= SHORT_SPAN and first not in self.blocks and stop <= first + BLOCK_FRAMES:
+            b = self.binding
+            d0 = b.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * b.body_height
+            return [compute_coefficients(b.motion, b.mesh, b.triangles, b.barycentrics, b.body_height, d0,
+                                         start, stop - start)]
         return [self.block(s) for s in range(first, stop, BLOCK_FRAMES)]
 
 

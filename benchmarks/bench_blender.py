@@ -29,15 +29,6 @@ from blender_reldesc.core import synthetic as S  # noqa: E402
 REAL = ROOT.parent / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
 
 
-def terrain(name, verts, tris, coll):
-    me = bpy.data.meshes.new(name)
-    me.from_pydata(verts.tolist(), [], tris.tolist())
-    me.update()
-    ob = bpy.data.objects.new(name, me)
-    coll.objects.link(ob)
-    return ob
-
-
 def sculpt(ob):
     me = ob.data
     co = np.empty(len(me.vertices) * 3, np.float32)
@@ -58,7 +49,7 @@ def synthetic_scene(frames):
     demo.animate_walk(arm, frames)
     x = S.walk(frames)[1][:, 0, 0]
     verts, tris = S.grid(x.max() - x.min() + 6.0, 4.0, 125, 40, origin=(x.min() - 3.0, -2.0))
-    ground = terrain("Terrain", verts, tris, coll)
+    ground = demo.mesh_object("Terrain", verts, tris, coll)
     return scene, arm, coll, ground
 
 
@@ -78,7 +69,7 @@ def real_scene():
             p = arm.matrix_world @ pb.head
             lo, hi = np.minimum(lo, p[:2]), np.maximum(hi, p[:2])
     verts, tris = S.grid(*(hi - lo + 2.0), 71, 71, origin=tuple(lo - 1.0))
-    ground = terrain("Terrain", verts, tris, coll)
+    ground = demo.mesh_object("Terrain", verts, tris, coll)
     return scene, arm, coll, ground
 
 

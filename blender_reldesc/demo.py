@@ -83,7 +83,8 @@ def _tail_joint_name(tail_name, skel_walk):
     return skel_walk.names[kids[0]]
 
 
-def _mesh_object(name, verts, tris, collection):
+def mesh_object(name, verts, tris, collection):
+    """A mesh object from arrays, linked into ``collection``."""
     me = bpy.data.meshes.new(name)
     me.from_pydata(verts.tolist(), [], tris.tolist())
     me.update()
@@ -104,9 +105,9 @@ def build_scene(frames=150, deck_cells=(60, 10), reset=True):
     env = bpy.data.collections.new("Environment")
     scene.collection.children.link(env)
     deck_v, deck_t = S.grid(12.0, 2.0, *deck_cells, origin=(-2.0, -1.0))
-    bridge = _mesh_object("Bridge", deck_v, deck_t, env)
+    bridge = mesh_object("Bridge", deck_v, deck_t, env)
     beam_v, beam_t = S.box((BEAM_X, 0.0, 2.05), (0.3, 2.0, 0.2), subdivisions=3)
-    beam = _mesh_object("Beam", beam_v, beam_t, env)
+    beam = mesh_object("Beam", beam_v, beam_t, env)
     arm = build_armature()
     animate_walk(arm, frames)
     scene.frame_set(1)

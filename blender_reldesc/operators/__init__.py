@@ -32,6 +32,14 @@ class _Target:
         settings = context.scene.reldesc
         return self.environment or (settings.environment.name if settings.environment else "")
 
+    def armature_or_report(self, context):
+        """The armature, or None after reporting why there is none."""
+        try:
+            return self.get_armature(context)
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return None
+
     @classmethod
     def poll(cls, context):
         return context.scene is not None and hasattr(context.scene, "reldesc")
@@ -163,10 +171,8 @@ class RELDESC_OT_unbind(_Target, bpy.types.Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     def execute(self, context):
-        try:
-            arm = self.get_armature(context)
-        except RelDescError as e:
-            self.report({'ERROR'}, str(e))
+        arm = self.armature_or_report(context)
+        if arm is None:
             return {'CANCELLED'}
         if not adapter.clear_binding(arm):
             self.report({'WARNING'}, f"'{arm.name}' was not bound")
@@ -265,10 +271,8 @@ class RELDESC_OT_clear_affinity_override(_Target, bpy.types.Operator):
     bone: StringProperty(name="Bone", default="", description="Bone name (empty: every bone)")
 
     def execute(self, context):
-        try:
-            arm = self.get_armature(context)
-        except RelDescError as e:
-            self.report({'ERROR'}, str(e))
+        arm = self.armature_or_report(context)
+        if arm is None:
             return {'CANCELLED'}
         bones = [arm.pose.bones[self.bone]] if self.bone in arm.pose.bones else (
             [] if self.bone else list(arm.pose.bones))
@@ -290,10 +294,8 @@ class RELDESC_OT_select_bone(_Target, bpy.types.Operator):
     bone: StringProperty(name="Bone")
 
     def execute(self, context):
-        try:
-            arm = self.get_armature(context)
-        except RelDescError as e:
-            self.report({'ERROR'}, str(e))
+        arm = self.armature_or_report(context)
+        if arm is None:
             return {'CANCELLED'}
         bone = arm.data.bones.get(self.bone)
         if bone is None:

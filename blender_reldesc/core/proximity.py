@@ -76,14 +76,25 @@ class Collider:
 
     def signed_distance(self, points):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf."""
+        sd, normal, _, _ = self.closest(points)
+        return sd, normal
+
+    def closest(self, points):
+        """``sd (P,), normal (P,3), triangle (P,), bary (P,3)`` of the closest surface point.
+
+        Points with no surface within the band get sd = +inf and triangle -1.
+        """
         points = np.asarray(points, dtype=float)
         P = len(points)
         sd = np.full(P, np.inf)
         normal = np.zeros((P, 3))
+        tri_out = np.full(P, -1)
+        bary_out = np.zeros((P, 3))
         pt, box = self.grid.query(points)
         if pt.size == 0:
-            return sd, normal
-        tri = self.triangles[self.tri_ids[box]]
+            return sd, normal, tri_out, bary_out
+        tri_id = self.tri_ids[box]
+        tri = self.triangles[tri_id]
         a, b, c = (self.vertices[tri[:, k]] for k in range(3))
         bary = closest_point_on_triangles(points[pt], a, b, c)
         foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
@@ -95,7 +106,9 @@ class Collider:
         sign = np.where(dot(rel, n) < 0, -1.0, 1.0)
         sd[pt[first]] = sign * dist[first]
         normal[pt[first]] = n
-        return sd, normal
+        tri_out[pt[first]] = tri_id[first]
+        bary_out[pt[first]] = bary[first]
+        return sd, normal, tri_out, bary_out
 
 
 def mesh_graph(vertices, triangles, valid, weld):

@@ -203,3 +203,40 @@ def hills(amplitude=0.15, wavelength=3.0):
         return amplitude * (np.sin(k * x) * np.cos(0.7 * k * y) + 0.5 * np.sin(0.37 * k * x + 1.0))
 
     return height
+
+
+def stepping_stones(frames=120, stone_height=0.2, floor=True):
+    """A walk whose feet land on boxes (stepping stones) over an optional floor.
+
+    Returns ``skeleton, motion (F,J,3), vertices, triangles, stones`` where
+    ``stones`` lists ``(vertex_start, vertex_stop, centre)`` per stone.
+    """
+    skel, flat = walk(frames)
+    plants = []
+    for side in ("LeftFoot", "RightFoot"):
+        x = flat[:, skel.index(side), 0]
+        y = flat[0, skel.index(side), 1]
+        still = np.flatnonzero(np.abs(np.diff(x)) < 1e-9)
+        for px in np.unique(np.round(x[still], 6)):
+            plants.append((px + 0.06, y))
+    plants.sort()
+    size = np.array([0.36, 0.24, stone_height])
+
+    def ground(x, y):
+        h = np.zeros_like(np.asarray(x, float))
+        for cx, cy in plants:
+            inside = (np.abs(x - cx) <= size[0] / 2 + 0.02) & (np.abs(y - cy) <= size[1] / 2 + 0.02)
+            h = np.where(inside, stone_height, h)
+        return h
+
+    skel, motion = walk(frames, ground=ground)
+    parts, stones = [], []
+    x0, x1 = motion[..., 0].min() - 1.5, motion[..., 0].max() + 1.5
+    if floor:
+        parts.append(grid(x1 - x0, 3.0, int((x1 - x0) / 0.25), 12, origin=(x0, -1.5)))
+    for cx, cy in plants:
+        parts.append(box((cx, cy, stone_height / 2), size))
+    verts, tris, ranges = merge(*parts)
+    for (a, b), (cx, cy) in zip(ranges[1 if floor else 0:], plants):
+        stones.append((a, b, np.array([cx, cy, stone_height])))
+    return skel, motion, verts, tris, stones

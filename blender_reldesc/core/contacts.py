@@ -1,0 +1,632 @@
+"""Contact phases, their validity after an edit, and contact re-positioning.
+
+Tonneau, Al-Ashqar et al., *Character contact re-positioning under large
+environment deformation* (Eurographics 2016). What this module implements:
+
+- contact phases (§4.2.2, Eq. 2) with thresholds scaled by body height;
+- the force actuation profile of a contact (§4.2.3, Eq. 6-8) from the limb's
+  positional Jacobian, every limb joint a ball joint;
+- validity after adaptation (§5.2) in this order: *unsupported* (the adapted
+  effector is on no surface), *unreachable* (the contact point leaves the
+  limb's workspace, approximated by the ball of the limb's length around
+  its root: the convex hull of all its configurations without joint limits),
+  *collision* (points along the limb's bones inside the environment) and
+  *balance* (simplified: the centre of mass projected along ``up`` moves
+  outside the support region — the hull of the active contacts — by more
+  than 0.1 body heights beyond what the source motion did);
+- re-positioning (§5.3): candidate points sampled on the edited surfaces with
+  a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14)
+  with the limb bent to each candidate by FABRIK; the first candidate that
+  passes the collision and balance tests wins.
+
+Not implemented (the closing note says so too): continuity by re-embedding the
+descriptors (§6, E_J + w_S E_S + w_R E_R); the new contact is blended in with
+positional pins eased in and out over enough frames to stay within the
+source's largest per-frame step. Root replanning (§7): phases with no
+candidate are reported ``unresolved``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import RelDescError
+from .geometry import dot, normalize
+from .proximity import Collider
+
+#: Default effectors: joints whose names contain these words (case-insensitive).
+EFFECTOR_WORDS = ("foot", "toe", "hand")
+FRICTION = 0.7
+#: How far (body heights) a limb's root may move to reach a re-positioned contact.
+ROOT_SLACK = 0.15
+
+
+class ContactError(RelDescError):
+    """Contacts cannot be detected or re-positioned as asked; the message says why."""
+
+
+@dataclass
+class Limb:
+    """The joints from a limb's root (below the branching joint) to its effector."""
+
+    effector: int
+    chain: np.ndarray
+
+    @property
+    def root(self):
+        return int(self.chain[0])
+
+
+@dataclass
+class ContactPhase:
+    """Frames ``start..end`` (inclusive) where ``effector`` rests on the surface."""
+
+    effector: int
+    name: str
+    start: int
+    end: int
+    triangle: int
+    bary: np.ndarray
+    position: np.ndarray           # surface point at the middle frame (bind-time mesh)
+    normal: np.ndarray
+    clearance: float               # effector height above the surface (its sole)
+    profile: np.ndarray            # (3,) force actuation profile, Eq. 8
+    axes: np.ndarray               # (3,3) principal axes u_i as rows
+    limb: Limb = field(repr=False, default=None)
+
+    @property
+    def middle(self):
+        return (self.start + self.end) // 2
+
+
+def default_effectors(skeleton):
+    """Names of the joints that count as effectors: feet, toes and hands (not end sites)."""
+    out = []
+    for j, name in enumerate(skeleton.names):
+        low = name.lower()
+        if any(w in low for w in EFFECTOR_WORDS) and not low.endswith(("end", ".tail", "_end", "end_end")):
+            if len(skeleton.children(j)) <= 1:
+                out.append(name)
+    return out
+
+
+def find_limb(skeleton, name):
+    """The limb of effector ``name``: walk up until the joint whose parent branches."""
+    j = skeleton.index(name)
+    chain = [j]
+    p = skeleton.parents[j]
+    while p >= 0 and len(skeleton.children(p)) < 2:
+        chain.append(p)
+        p = skeleton.parents[p]
+    if p >= 0:
+        pass
+    chain = np.array(chain[::-1])
+    if len(chain) < 3:
+        raise ContactError(f"the limb of '{name}' has fewer than two bones: choose effectors at the end of "
+                           "an arm or a leg")
+    return Limb(j, chain)
+
+
+# --- force actuation profile (§4.2.3) ------------------------------------------
+
+def limb_jacobian(chain_positions, axes=None):
+    """Positional Jacobian (3, 3(n-1)) of the effector (last point) w.r.t. the joint
+    rotations of the chain's first n-1 joints, ball joints (or (n-1,3) hinge
+    ``axes``, then (3, n-1))."""
+    p = np.asarray(chain_positions, float)
+    r = p[-1] - p[:-1]                                           # joint -> effector
+    if axes is not None:
+        return np.cross(np.asarray(axes, float), r).T
+    cols = [np.cross(np.eye(3)[a], rk) for rk in r for a in range(3)]
+    return np.array(cols).T
+
+
+def force_ellipsoid(jacobian):
+    """Principal axes ``u (3,3)`` (rows) and ``sigma (3,)`` of f^T (J J^T) f <= 1 (Eq. 6)."""
+    jjt = jacobian @ jacobian.T
+    w, v = np.linalg.eigh(jjt)
+    return v.T, np.sqrt(np.maximum(w, 0.0))
+
+
+def force_profile(chain_positions, normal, friction=FRICTION, axes=None):
+    """(alpha (3,), u (3,3)): Eq. 8, alpha_i = (1/sigma_i) * friction * n.u_i, u_i facing n."""
+    u, sigma = force_ellipsoid(limb_jacobian(chain_positions, axes))
+    u = u * np.where(u @ normal < 0, -1.0, 1.0)[:, None]
+    return friction * (u @ normal) / np.maximum(sigma, 1e-12), u
+
+
+def profile_along(chain_positions, u, normal, friction=FRICTION):
+    """alpha(q, u_i, friction, n) of Eq. 11: a configuration's capability along given axes."""
+    J = limb_jacobian(chain_positions)
+    sigma = np.sqrt(np.maximum(np.einsum("ik,kl,il->i", u, J @ J.T, u), 1e-24))
+    return friction * (u @ normal) / sigma
+
+
+# --- detection (§4.2.2) ------------------------------------------------------------
+
+def _colliders(mesh, band):
+    cache = {}
+
+    def get(f):
+        key = f if mesh.animated else 0
+        if key not in cache:
+            if mesh.animated and len(cache) > 2:
+                cache.clear()
+            cache[key] = Collider(mesh.frame(f), mesh.normals(f), mesh.triangles, mesh.valid, band)
+        return cache[key]
+    return get
+
+
+def _closest_all(mesh, points, band):
+    """closest() of (F,K,3) points against the mesh of each frame."""
+    F, K, _ = points.shape
+    get = _colliders(mesh, band)
+    if not mesh.animated:
+        out = get(0).closest(points.reshape(-1, 3))
+        return [x.reshape((F, K) + x.shape[1:]) for x in out]
+    parts = [get(f).closest(points[f]) for f in range(F)]
+    return [np.stack(x) for x in zip(*parts)]
+
+
+def detect_contacts(binding, effectors=None, distance=None, speed=None, min_frames=3, friction=FRICTION):
+    """Contact phases of the source motion on the bind-time environment.
+
+    effectors : joint names (default ``default_effectors``).
+    distance : ε0, how far above its lowest height an effector may be and still
+        touch (default 0.015 body heights; the paper's 0.01 m is for a foot mesh).
+    speed : 2·ε1, the largest per-frame displacement of a resting effector
+        (default 0.004 body heights per frame).
+    Returns a list of ContactPhase, by effector then time.
+    """
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    names = list(effectors) if effectors else default_effectors(sk)
+    if not names:
+        raise ContactError("no effectors: name the feet and hands that make contacts")
+    eps0 = 0.015 * H if distance is None else float(distance)
+    vmax = 0.004 * H if speed is None else float(speed)
+    if not (0 < eps0 < H and 0 < vmax < H):
+        raise ContactError(f"contact thresholds out of range (distance {eps0:g}, speed {vmax:g}): give "
+                           f"positive values below the body height ({H:g})")
+    limbs = [find_limb(sk, n) for n in names]
+    idx = np.array([lb.effector for lb in limbs])
+    pts = motion[:, idx]
+    sd, normal, tri, bary = _closest_all(binding.mesh, pts, 0.5 * H)
+    dist = np.abs(sd)
+    F = len(motion)
+    vel = np.zeros((F, len(idx)))
+    if F > 2:
+        vel[1:-1] = np.linalg.norm(pts[2:] - pts[:-2], axis=-1) / 2
+        vel[0], vel[-1] = vel[1], vel[-2]
+    phases = []
+    for k, limb in enumerate(limbs):
+        d = dist[:, k]
+        finite = np.isfinite(d)
+        if not finite.any():
+            continue
+        floor = np.percentile(d[finite], 5)
+        touching = finite & (d - floor < eps0) & (vel[:, k] <= vmax)
+        edges = np.flatnonzero(np.diff(np.r_[0, touching.astype(int), 0]))
+        for s, e in zip(edges[::2], edges[1::2] - 1):
+            if e - s + 1 < min_frames:
+                continue
+            m = (s + e) // 2
+            # The contact normal is the face's: interpolated vertex normals lean
+            # over the edges of coarse boxes (a stepping stone's top, say).
+            n = _face_normal(binding.mesh, m, tri[m, k])
+            alpha, u = force_profile(motion[m, limb.chain], n, friction)
+            mesh_m = binding.mesh.frame(m)
+            corners = mesh_m[binding.mesh.triangles[tri[m, k]]]
+            phases.append(ContactPhase(int(limb.effector), sk.names[limb.effector], int(s), int(e),
+                                       int(tri[m, k]), bary[m, k].copy(), bary[m, k] @ corners, n.copy(),
+                                       float(d[m]), alpha, u, limb))
+    return phases
+
+
+# --- validity (§5.2) ---------------------------------------------------------------
+
+def _reach(limb, lengths, f):
+    return float(lengths[f, limb.chain[1:]].sum())
+
+
+def _hull_distance(points2d, q):
+    """Distance from q to the convex hull of 2-D points (0 inside)."""
+    pts = np.unique(np.round(points2d, 9), axis=0)
+    if len(pts) == 1:
+        return float(np.linalg.norm(q - pts[0]))
+    if len(pts) >= 3:
+        from scipy.spatial import ConvexHull, QhullError
+        try:
+            hull = ConvexHull(pts)
+            eq = hull.equations                                     # a.x + b <= 0 inside
+            if np.all(eq[:, :2] @ q + eq[:, 2] <= 1e-12):
+                return 0.0
+            pts = pts[hull.vertices]
+            segs = [(pts[i], pts[(i + 1) % len(pts)]) for i in range(len(pts))]
+        except QhullError:
+            segs = [(pts[i], pts[j]) for i in range(len(pts)) for j in range(i + 1, len(pts))]
+    else:
+        segs = [(pts[0], pts[1])]
+    best = np.inf
+    for a, b in segs:
+        ab = b - a
+        t = np.clip(np.dot(q - a, ab) / max(np.dot(ab, ab), 1e-300), 0, 1)
+        best = min(best, float(np.linalg.norm(q - (a + t * ab))))
+    return best
+
+
+def _plane_basis(up):
+    up = normalize(np.asarray(up, float))
+    a = np.cross(up, [1.0, 0, 0] if abs(up[0]) < 0.9 else [0, 1.0, 0])
+    a = normalize(a)
+    return np.stack([a, np.cross(up, a)])
+
+
+def _balance_excess(positions, support_points, up):
+    """How far (plane distance) the centre of mass lies outside the support hull."""
+    basis = _plane_basis(up)
+    com = positions.mean(axis=0)
+    return _hull_distance(support_points @ basis.T, com @ basis.T)
+
+
+def _face_normal(mesh, f, tri):
+    a, b, c = mesh.frame(f)[mesh.triangles[tri]]
+    return normalize(np.cross(b - a, c - a))
+
+
+def contact_point(mesh, phase, f):
+    """The phase's surface point and face normal on ``mesh`` at frame f (moves with the surface)."""
+    corners = mesh.frame(f)[mesh.triangles[phase.triangle]]
+    return phase.bary @ corners, _face_normal(mesh, f, phase.triangle)
+
+
+def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=(0.0, 0.0, 1.0)):
+    """Status of each phase after adaptation: list of (valid: bool, reason or None).
+
+    positions : (F,J,3) adapted joints; mesh : the edited environment;
+    lengths : (F,J) bone lengths the adaptation aimed for.
+    """
+    H = binding.body_height
+    eps0 = 0.015 * H if distance is None else float(distance)
+    margin = 0.02 * H
+    get = _colliders(mesh, 0.5 * H)
+    original_get = _colliders(binding.mesh, 0.5 * H)
+    out = []
+    for ph in phases:
+        limb, m = ph.limb, ph.middle
+        frames = np.arange(ph.start, ph.end + 1)
+        eff = positions[frames, ph.effector]
+        sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
+        off_surface = np.abs(sd) - ph.clearance > eps0
+        if np.mean(off_surface) > 0.5:
+            out.append((False, "unsupported"))
+            continue
+        far = False
+        for f in frames:
+            p, n = contact_point(mesh, ph, int(f))
+            if np.linalg.norm(p + n * ph.clearance - positions[f, limb.root]) > _reach(limb, lengths, f) * 1.001:
+                far = True
+                break
+        if far:
+            out.append((False, "unreachable"))
+            continue
+        chain = positions[m, limb.chain]
+        samples = np.concatenate([chain[:-1] + t * (chain[1:] - chain[:-1]) for t in (0.25, 0.5, 0.75)])
+        inside = get(m).closest(samples)[0] < -margin
+        was = original_get(m).closest(np.concatenate(
+            [binding.motion[m, limb.chain][:-1] + t * (binding.motion[m, limb.chain][1:]
+                                                        - binding.motion[m, limb.chain][:-1])
+             for t in (0.25, 0.5, 0.75)]))[0] < -margin
+        if np.any(inside & ~was):
+            out.append((False, "collision"))
+            continue
+        active = [q for q in phases if q.start <= m <= q.end]
+        now = _balance_excess(positions[m], positions[m, [q.effector for q in active]], up)
+        then = _balance_excess(binding.motion[m], binding.motion[m, [q.effector for q in active]], up)
+        if now - then > 0.1 * H:
+            out.append((False, "balance"))
+            continue
+        out.append((True, None))
+    return out
+
+
+# --- re-positioning (§5.3) -----------------------------------------------------------
+
+def fabrik(chain, target, lengths, iterations=12):
+    """The chain (n,3) bent so its last point reaches ``target`` with its root fixed."""
+    p = np.array(chain, float)
+    root = p[0].copy()
+    for _ in range(iterations):
+        p[-1] = target
+        for i in range(len(p) - 2, -1, -1):
+            d = p[i] - p[i + 1]
+            p[i] = p[i + 1] + d * (lengths[i] / max(np.linalg.norm(d), 1e-12))
+        p[0] = root
+        for i in range(1, len(p)):
+            d = p[i] - p[i - 1]
+            p[i] = p[i - 1] + d * (lengths[i - 1] / max(np.linalg.norm(d), 1e-12))
+    return p
+
+
+def candidate_points(mesh, f, normal, min_cos=0.5, facing=None):
+    """Surface samples (triangle centroids and corners pulled 10 % inwards) with their
+    face normals: within 60° of ``normal`` (``min_cos``), or, with ``facing`` (a point),
+    any face that looks towards it."""
+    v = mesh.frame(f)
+    tri = mesh.triangles[mesh.valid]
+    corners = v[tri]
+    fn = normalize(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]))
+    cen = corners.mean(axis=1)
+    inner = cen[:, None] + 0.9 * (corners - cen[:, None])
+    pts = np.concatenate([cen, inner.reshape(-1, 3)])
+    nrm = np.concatenate([fn, np.repeat(fn, 3, axis=0)])
+    if facing is not None:
+        keep = np.einsum("kd,kd->k", nrm, facing - pts) > 0
+    else:
+        keep = nrm @ normal >= min_cos
+    return pts[keep], nrm[keep]
+
+
+@dataclass
+class Outcome:
+    """What happened to one contact phase."""
+
+    phase: ContactPhase
+    status: str                        # 'valid' | 'repositioned' | 'unresolved'
+    reason: str | None
+    position: np.ndarray               # original contact point (world)
+    new_position: np.ndarray | None
+
+
+def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked=(), ignored=(),
+                       friction=FRICTION, up=(0.0, 0.0, 1.0)):
+    """New contact points for the invalid phases, and the pins that put them there.
+
+    Returns ``outcomes`` (one Outcome per phase) and ``pins`` (F,J,3), NaN
+    where a joint is free. ``locked`` phases (indices) keep their original
+    contact (pinned where the edited surface now has it); ``ignored`` ones are
+    left alone.
+    """
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    F, J, _ = positions.shape
+    pins = np.full((F, J, 3), np.nan)
+    margin = 0.02 * H
+    get = _colliders(mesh, 0.5 * H)
+    outcomes = [None] * len(phases)
+    moved = []                       # (subtree joints, start, end, shift) of repositioned phases
+    # Parents before children, so a toe follows its repositioned foot.
+    order = sorted(range(len(phases)), key=lambda i: (len(_ancestors(sk, phases[i].effector)), phases[i].start))
+    for i in order:
+        ph, (ok, reason) = phases[i], checks[i]
+        limb, m = ph.limb, ph.middle
+        if ok or i in ignored:
+            outcomes[i] = Outcome(ph, "valid" if ok else "unresolved", reason, ph.position, None)
+            continue
+        carried = next((shift for joints, s0, e0, shift in moved
+                        if ph.effector in joints and s0 <= m <= e0), None)
+        if carried is not None:
+            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, ph.position + carried)
+            continue
+        if i in locked:
+            p, n = contact_point(mesh, ph, m)
+            target = p + n * ph.clearance
+            _pin_phase(pins, sk, positions, motion, ph, target, phases)
+            moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, p - ph.position))
+            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p)
+            continue
+        # The root may come down or across by ROOT_SLACK body heights to reach a new
+        # contact (the solver lowers the hips); the paper replans the root instead.
+        reach = lambda f: _reach(limb, lengths, f) + ROOT_SLACK * H  # noqa: E731
+        # Feet need support (a surface oriented like the original one); hands may
+        # push on anything that faces the limb's root (a wall after a ceiling).
+        support = any(w in ph.name.lower() for w in ("foot", "toe"))
+        pts, nrm = candidate_points(mesh, m, ph.normal, facing=None if support else positions[m, limb.root])
+        goal = pts + nrm * ph.clearance
+        # Where the limb's root would be had this contact not pulled it: the
+        # source root moved like the neighbouring valid contacts moved.
+        roots = _root_estimate(phases, checks, positions, motion, ph)
+        root = roots[m - ph.start]
+        near = np.linalg.norm(goal - root, axis=1) <= reach(m)
+        # Not on the surface that failed: a candidate must stay on after the edit.
+        pts, nrm, goal = pts[near], nrm[near], goal[near]
+        if not len(pts):
+            outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
+            continue
+        seg = lengths[m, limb.chain[1:]]
+        chain_m = motion[m, limb.chain] - motion[m, limb.root] + root
+        h1 = np.empty(len(pts))
+        for c in range(len(pts)):
+            bent = fabrik(chain_m, goal[c], seg)
+            h1[c] = float(np.dot(ph.profile, profile_along(bent, ph.axes, nrm[c], friction)))   # Eq. 11
+        frames = np.arange(ph.start, ph.end + 1)
+        reaches = np.array([reach(int(f)) for f in frames])
+        inside = np.linalg.norm(goal[:, None] - roots[None], axis=-1) <= reaches[None]
+        h2 = inside.mean(axis=1)                                                              # Eq. 13
+        h1n = h1 / max(np.abs(h1).max(), 1e-12)
+        score = 0.7 * h1n + 0.3 * h2                                                           # Eq. 14
+        active = [q for q in phases if q.start <= m <= q.end and q is not ph]
+        support_pts = [positions[m, q.effector] for q in active]
+        then = _balance_excess(motion[m], motion[m, [q.effector for q in phases if q.start <= m <= q.end]], up)
+        chosen = None
+        # Candidates scoring within 20 % of the best are taken nearest to the original
+        # contact first (product decision: the foot lands where the animator expects).
+        near_orig = np.linalg.norm(pts - ph.position, axis=1)        # where it was in the source
+        bucket = np.floor((score.max() - score) / max(0.2 * abs(score.max()), 1e-12))
+        for c in np.lexsort((near_orig, bucket)):
+            bent = fabrik(chain_m, goal[c], seg)
+            samples = np.concatenate([bent[:-1] + t * (bent[1:] - bent[:-1]) for t in (0.25, 0.5, 0.75, 1.0)])
+            if np.any(get(m).closest(samples)[0] < -margin):                                   # collision
+                continue
+            now = _balance_excess(positions[m], np.array(support_pts + [goal[c]]), up)
+            if now - then > 0.1 * H:                                                            # balance
+                continue
+            chosen = c
+            break
+        if chosen is None:
+            outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
+            continue
+        _pin_phase(pins, sk, positions, motion, ph, goal[chosen], phases)
+        moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, pts[chosen] - ph.position))
+        outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen])
+    return outcomes, pins
+
+
+def _root_estimate(phases, checks, positions, motion, ph, pad=10):
+    """(n,3) root positions over the phase: the source root shifted by the mean
+    displacement of the valid contacts within ``pad`` frames of it (none: no shift)."""
+    frames = np.arange(ph.start, ph.end + 1)
+    shifts = []
+    for q, (ok, _) in zip(phases, checks):
+        if ok and q is not ph and q.effector != ph.effector and q.end >= ph.start - pad and q.start <= ph.end + pad:
+            fr = np.arange(q.start, q.end + 1)
+            shifts.append((positions[fr, q.effector] - motion[fr, q.effector]).mean(axis=0))
+    shift = np.mean(shifts, axis=0) if shifts else np.zeros(3)
+    return motion[frames, ph.limb.root] + shift
+
+
+def _ancestors(sk, j):
+    out = []
+    p = sk.parents[j]
+    while p >= 0:
+        out.append(p)
+        p = sk.parents[p]
+    return out
+
+
+def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locked=(), ignored=(),
+                        distance=None, speed=None, friction=FRICTION, up=(0.0, 0.0, 1.0), **options):
+    """``adapt`` plus contact checking and, with ``reposition``, contact re-positioning.
+
+    options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
+    Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
+    are reported ``unresolved``.
+    """
+    from .adaptation import adapt
+    phases = detect_contacts(binding, effectors, distance, speed, friction=friction)
+    user_pins = options.pop("pins", None)
+    result = adapt(binding, mesh, pins=user_pins, **options)
+    checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
+    outcomes = [Outcome(ph, "valid" if ok else "unresolved", why, ph.position, None)
+                for ph, (ok, why) in zip(phases, checks)]
+    if not reposition or all(ok for ok, _ in checks):
+        return result, outcomes
+    # Causes first: a contact whose surface went away is re-positioned, the motion
+    # re-adapted and checked again, and only then are the remaining invalid
+    # phases (often knock-on effects that the first round already cured) handled.
+    pins = user_pins
+    done = set()
+    for severity in (("unsupported",), ("unsupported", "unreachable", "collision", "balance")):
+        todo = [i for i, (ok, why) in enumerate(checks) if not ok and why in severity and i not in done]
+        if not todo:
+            continue
+        # Knock-on effects: a contact whose own surface did not move was only
+        # disturbed by another one; it is held where it was, not moved.
+        eps0 = 0.015 * binding.body_height if distance is None else float(distance)
+        kept = [i for i in todo if np.linalg.norm(contact_point(mesh, phases[i], phases[i].middle)[0]
+                                                  - phases[i].position) < eps0]
+        if kept:
+            keep_checks = [(True, None) if i not in kept else checks[i] for i in range(len(phases))]
+            _, keep_pins = plan_repositioning(binding, result.positions, mesh, phases, keep_checks,
+                                              result.bone_lengths, locked=set(kept), friction=friction, up=up)
+            pins = np.where(np.isnan(keep_pins), pins, keep_pins) if pins is not None else keep_pins
+            for i in kept:
+                outcomes[i] = Outcome(phases[i], "valid", None, phases[i].position, None)
+                done.add(i)
+            todo = [i for i in todo if i not in kept]
+            if not todo:
+                result = adapt(binding, mesh, pins=pins, **options)
+                continue
+        round_checks = [(True, None) if i not in todo else checks[i] for i in range(len(phases))]
+        planned, new_pins = plan_repositioning(binding, result.positions, mesh, phases, round_checks,
+                                               result.bone_lengths, locked, ignored, friction, up)
+        for i in todo:
+            outcomes[i] = planned[i]
+            done.add(i)
+        pins = new_pins if pins is None else np.where(np.isnan(new_pins), pins, new_pins)
+        result = adapt(binding, mesh, pins=pins, **options)
+        checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
+        for i, (ok, why) in enumerate(checks):
+            if i not in done:
+                outcomes[i] = Outcome(phases[i], "valid" if ok else "unresolved", why, phases[i].position, None)
+    return result, outcomes
+
+
+def contact_report(outcomes, frame_offset=0):
+    """JSON-ready list of phases (the report's ``contacts``) and ``contact_counts``."""
+    rows = []
+    for o in outcomes:
+        ph = o.phase
+        rows.append(dict(effector=ph.name, start=int(ph.start + frame_offset), end=int(ph.end + frame_offset),
+                         status=o.status, reason=o.reason, position=[float(x) for x in o.position],
+                         new_position=None if o.new_position is None else [float(x) for x in o.new_position]))
+    counts = {k: sum(r["status"] == k for r in rows) for k in ("valid", "repositioned", "unresolved")}
+    return rows, counts
+
+
+def _subtree(sk, j):
+    out = [j]
+    for k in range(len(sk)):
+        p = sk.parents[k]
+        while p >= 0:
+            if p == j:
+                out.append(k)
+                break
+            p = sk.parents[p]
+    return np.array(out)
+
+
+def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
+    """Pin the effector at ``target`` during the phase and carry it there smoothly.
+
+    During the phase the effector is held at ``target``; its subtree (toes) keeps
+    the source motion's offsets from it. Before the phase, from the end of the
+    same effector's previous contact (or over a short ease when there is none),
+    the effector follows the *source* swing shifted by a smoothstep blend of the
+    previous contact's shift and the new one; after it, symmetrically up to the
+    next contact. The swing thus keeps its source shape instead of the pull of
+    the descriptors on the surface that moved away.
+    """
+    F = len(positions)
+    eff = ph.effector
+    below = _subtree(sk, eff)[1:]
+    same = sorted((q for q in phases if q.effector == eff and q is not ph), key=lambda q: q.start)
+    before = [q for q in same if q.end < ph.start]
+    after = [q for q in same if q.start > ph.end]
+    steps = np.linalg.norm(np.diff(motion[:, eff], axis=0), axis=-1)
+    vmax = max(float(steps.max()) if len(steps) else 0.0, 1e-6)
+    shift = target - motion[ph.middle, eff]
+    ease = int(np.clip(np.ceil(1.5 * float(np.linalg.norm(shift)) / (0.5 * vmax)), 4, 60))
+    a = before[-1].end if before else max(0, ph.start - ease)
+    b = after[0].start if after else min(F - 1, ph.end + ease)
+    shift_a = positions[a, eff] - motion[a, eff]
+    shift_b = positions[b, eff] - motion[b, eff]
+
+    def hold(f, w, s0):
+        s = s0 + w * (shift - s0)
+        p = motion[f, eff] + s if w < 1.0 else target
+        pins[f, eff] = p
+        pins[f, below] = p + motion[f, below] - motion[f, eff]
+
+    # The shift changes where the body moves slowly in the source: each frame's
+    # share of the blend is proportional to the room left below the source's
+    # largest step (the whole body follows the pinned limb, the hips first).
+    speed = np.r_[0.0, np.linalg.norm(np.diff(motion, axis=0), axis=-1).max(axis=1)]
+    top = float(np.linalg.norm(np.diff(motion, axis=0), axis=-1).max()) if len(motion) > 1 else 1.0
+
+    def shares(frames):
+        room = np.maximum(top - speed[frames], 0.02 * top)
+        return np.cumsum(room) / room.sum()
+
+    if ph.start - a > 1:
+        inner = np.arange(a + 1, ph.start + 1)
+        w = shares(inner)
+        for f, wf in zip(inner[:-1], w[:-1]):
+            hold(f, wf, shift_a)
+    for f in range(ph.start, ph.end + 1):
+        hold(f, 1.0, shift)
+    if b - ph.end > 1:
+        inner = np.arange(ph.end + 1, b + 1)
+        w = 1.0 - shares(inner)
+        for f, wf in zip(inner[:-1], w[:-1]):
+            hold(f, wf, shift_b)

@@ -1,0 +1,152 @@
+"""Contact phases, force profiles, validity and re-positioning (Eurographics 2016)."""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.contacts import (ContactError, adapt_with_contacts, contact_report, detect_contacts,
+                                           find_limb, force_ellipsoid, force_profile, limb_jacobian)
+from blender_reldesc.core.proximity import Collider
+
+
+@pytest.fixture(scope="module")
+def stones():
+    skel, motion, verts, tris, stones = S.stepping_stones(120)
+    mesh = TriMesh(verts, tris)
+    return skel, motion, mesh, stones, bind(skel, motion, mesh)
+
+
+def test_two_link_arm_jacobian_and_force_ellipsoid():
+    # Planar arm, hinges about z: J = [[-l1 s1 - l2 s12, -l2 s12], [l1 c1 + l2 c12, l2 c12]].
+    l1, l2, q1, q2 = 0.3, 0.25, 0.4, 0.9
+    p0 = np.zeros(3)
+    p1 = p0 + l1 * np.array([np.cos(q1), np.sin(q1), 0])
+    p2 = p1 + l2 * np.array([np.cos(q1 + q2), np.sin(q1 + q2), 0])
+    J = limb_jacobian(np.stack([p0, p1, p2]), axes=[[0, 0, 1], [0, 0, 1]])
+    s1, s12, c1, c12 = np.sin(q1), np.sin(q1 + q2), np.cos(q1), np.cos(q1 + q2)
+    known = np.array([[-l1 * s1 - l2 * s12, -l2 * s12], [l1 * c1 + l2 * c12, l2 * c12], [0, 0]])
+    np.testing.assert_allclose(J, known, atol=1e-12)
+    u, sigma = force_ellipsoid(J)
+    w = np.linalg.eigvalsh(known @ known.T)
+    np.testing.assert_allclose(np.sort(sigma ** 2), np.sort(w), atol=1e-12)
+    # Eq. 8: alpha_i = friction * n.u_i / sigma_i, axes facing the normal.
+    n = np.array([0.0, 1.0, 0.0])
+    alpha, axes = force_profile(np.stack([p0, p1, p2]), n, friction=0.5, axes=[[0, 0, 1], [0, 0, 1]])
+    safe = sigma > 1e-9
+    np.testing.assert_allclose(alpha[safe], 0.5 * (axes @ n)[safe] / sigma[safe])
+    assert np.all(axes @ n >= 0)
+
+
+def test_limbs_need_two_bones(stones):
+    skel, *_ = stones
+    assert len(find_limb(skel, "LeftFoot").chain) == 3
+    with pytest.raises(ContactError, match="fewer than two bones"):
+        find_limb(skel, "LeftShoulder")
+
+
+def test_phases_are_found_on_the_stones(stones):
+    skel, motion, mesh, stone_list, binding = stones
+    phases = detect_contacts(binding)
+    feet = [p for p in phases if p.name in ("LeftFoot", "RightFoot")]
+    assert len(feet) >= 7
+    tops = np.array([s[2] for s in stone_list])
+    for p in feet:
+        # Each foot phase rests on the top of a stone.
+        assert abs(p.position[2] - 0.2) < 1e-6
+        assert np.min(np.linalg.norm(tops[:, :2] - p.position[:2], axis=1)) < 0.2
+        assert np.allclose(p.normal, [0, 0, 1], atol=1e-6)
+
+
+def test_thresholds_out_of_range_and_no_contacts(stones):
+    skel, motion, mesh, _, binding = stones
+    with pytest.raises(ContactError, match="out of range"):
+        detect_contacts(binding, distance=-1)
+    with pytest.raises(ContactError, match="fewer than two bones"):
+        detect_contacts(binding, effectors=["Spine"])
+
+
+def test_small_moves_keep_every_contact_valid(stones):
+    skel, motion, mesh, stone_list, binding = stones
+    v = mesh.vertices.copy()
+    for a, b, _ in stone_list[::2]:
+        v[a:b] += [0.03, -0.02, 0.03]
+    _, outcomes = adapt_with_contacts(binding, mesh.with_vertices(v))
+    assert all(o.status == "valid" for o in outcomes)
+
+
+def test_a_stone_moved_away_is_replaced_by_another_surface(stones):
+    skel, motion, mesh, stone_list, binding = stones
+    v = mesh.vertices.copy()
+    a, b, centre = stone_list[2]
+    v[a:b] += [0.0, 1.0, 0.0]
+    deformed = mesh.with_vertices(v)
+    plain = adapt(binding, deformed)
+    result, outcomes = adapt_with_contacts(binding, deformed)
+    rows, counts = contact_report(outcomes)
+    moved = [o for o in outcomes if np.linalg.norm(o.position[:2] - centre[:2]) < 0.25 and o.phase.name == "LeftFoot"]
+    assert len(moved) == 1 and moved[0].reason == "unsupported" and moved[0].status == "repositioned"
+    ph = moved[0].phase
+    # It lands on a surface that exists, at most eps0 from it.
+    collider = Collider(v, deformed.normals(), deformed.triangles, deformed.valid, 1.0)
+    eps0 = 0.015 * binding.body_height
+    for f in range(ph.start, ph.end + 1):
+        d = abs(collider.closest(result.positions[f, ph.effector][None])[0][0]) - ph.clearance
+        assert d <= eps0
+    # The other phases are untouched.
+    others = [o for o in outcomes if o.phase.effector != ph.effector and "Toe" not in o.phase.name]
+    assert all(o.status == "valid" for o in others)
+    for o in others:
+        q = o.phase
+        shift = np.abs(result.positions[q.start:q.end + 1, q.effector] - plain.positions[q.start:q.end + 1, q.effector])
+        assert shift.max() < eps0
+    # No frame-to-frame step beyond the source's largest (2 % allowance: measured +0.6 %,
+    # the hips settling after the pinned foot drops 20 cm).
+    step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
+    assert step(result.positions) <= 1.02 * step(motion)
+    assert counts["repositioned"] >= 1 and counts["unresolved"] == 0
+    assert {"effector", "start", "end", "status", "reason", "position", "new_position"} == set(rows[0])
+
+
+def test_without_repositioning_invalid_phases_are_unresolved(stones):
+    skel, motion, mesh, stone_list, binding = stones
+    v = mesh.vertices.copy()
+    a, b, _ = stone_list[2]
+    v[a:b] += [0.0, 1.0, 0.0]
+    _, outcomes = adapt_with_contacts(binding, mesh.with_vertices(v), reposition=False)
+    assert any(o.status == "unresolved" and o.reason == "unsupported" for o in outcomes)
+    assert not any(o.status == "repositioned" for o in outcomes)
+
+
+def test_a_hand_on_a_raised_ceiling_moves_to_a_reachable_wall():
+    # A character pushes up on a low ceiling beside a wall; the ceiling is raised out of reach.
+    from blender_reldesc.core import Skeleton
+    F = 30
+    names = ["Hips", "Chest", "Neck", "RightShoulder", "RightArm", "RightForeArm", "RightHand",
+             "LeftUpLeg", "LeftLeg", "LeftFoot"]
+    parents = [-1, 0, 1, 1, 3, 4, 5, 0, 7, 8]
+    pose = np.array([[0, 0, 1.0], [0, 0, 1.4], [0, 0, 1.6], [0, -0.1, 1.45], [0, -0.2, 1.45],
+                     [0, -0.2, 1.72], [0, -0.2, 1.97], [0, 0.1, 0.95], [0, 0.1, 0.5], [0, 0.1, 0.08]])
+    motion = np.repeat(pose[None], F, axis=0)
+    ceiling = S.box((0.0, 0.0, 2.12), (2.0, 2.0, 0.2), subdivisions=8)     # underside at z = 2.02
+    wall = S.box((0.0, -0.65, 1.2), (2.0, 0.2, 2.4), subdivisions=8)       # face at y = -0.55
+    floor = S.grid(3, 3, 12, 12, origin=(-1.5, -1.5))
+    verts, tris, (floor_r, ceiling_r, wall_r) = S.merge(floor, ceiling, wall)
+    mesh = TriMesh(verts, tris)
+    binding = bind(Skeleton(names, parents), motion, mesh, body_height=1.75)
+    effectors = ["RightHand", "LeftFoot"]
+    phases = detect_contacts(binding, effectors=effectors)
+    assert {p.name for p in phases} == set(effectors)
+    v = verts.copy()
+    v[ceiling_r[0]:ceiling_r[1], 2] += 0.5
+    deformed = mesh.with_vertices(v)
+    result, outcomes = adapt_with_contacts(binding, deformed, effectors=effectors)
+    hand = next(o for o in outcomes if o.phase.name == "RightHand")
+    assert hand.reason in ("collision", "unreachable", "unsupported")
+    assert hand.status == "repositioned"
+    assert abs(hand.new_position[1] + 0.55) < 1e-6                       # on the wall's face
+    collider = Collider(v, deformed.normals(), deformed.triangles, deformed.valid, 1.0)
+    sd = collider.closest(result.positions[:, hand.phase.effector])[0]
+    assert np.all(sd > -0.02) and np.all(np.abs(sd) - hand.phase.clearance < 0.015 * 1.75)
+    foot = next(o for o in outcomes if o.phase.name == "LeftFoot")
+    assert foot.status == "valid"

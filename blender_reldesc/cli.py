@@ -44,7 +44,9 @@ def build_parser(blender_command=False):
     p.add_argument("--influence-group", default=None,
                    help="vertex group of painted influence (default: the file's setting)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
-    p.add_argument("--report", metavar="REPORT.json", help="write timings and errors as JSON")
+    p.add_argument("--report", metavar="REPORT.json", help="write timings, errors and contacts as JSON")
+    p.add_argument("--reposition-contacts", action="store_true",
+                   help="move contacts the edit made invalid onto other surfaces")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
     return parser
@@ -90,10 +92,11 @@ def run(argv, blender_command=False):
             group = args.influence_group
             if group is None:
                 group = scene.reldesc.influence_group if hasattr(scene, "reldesc") else ""
-            report = jobs.bake_job(scene, arm, group, warn=warn)
+            report = jobs.bake_job(scene, arm, group, warn=warn, reposition_contacts=args.reposition_contacts)
             print(f"reldesc: baked {report['frames']} frames into '{report['action']}' "
                   f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean, "
-                  f"{100 * report['bone_length_error_max']:.3f} % max)")
+                  f"{100 * report['bone_length_error_max']:.3f} % max; contacts: "
+                  + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items()) + ")")
             if args.report:
                 with open(args.report, "w") as fh:
                     json.dump(report, fh, indent=1)

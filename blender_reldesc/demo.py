@@ -57,9 +57,9 @@ def build_armature(name="Walker", collection=None):
     return arm
 
 
-def animate_walk(arm, frames, start=1, name="Walk"):
-    """Key the procedural walk on ``arm`` as action ``name`` (frames start..)."""
-    skel_walk, walk = S.walk(frames)
+def animate_walk(arm, frames, start=1, name="Walk", walk=None):
+    """Key the procedural walk (or ``walk = (skeleton, positions)``) on ``arm`` as action ``name``."""
+    skel_walk, walk = walk if walk is not None else S.walk(frames)
     rig = adapter.read_rig(arm)
     skeleton, head_joint, tail_joint = joint_layout(rig.names, rig.parents)
     order = [skel_walk.index(n if not n.endswith(".tail") else _tail_joint_name(n, skel_walk))
@@ -112,6 +112,30 @@ def build_scene(frames=150, deck_cells=(60, 10), reset=True):
     animate_walk(arm, frames)
     scene.frame_set(1)
     return scene, arm, env, bridge, beam
+
+
+def build_stones_scene(frames=120):
+    """Fresh scene: 'Walker' stepping over stones 'Stone.000'.. onto a 'Floor', all in 'Environment'."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    scene.render.fps = 30
+    env = bpy.data.collections.new("Environment")
+    scene.collection.children.link(env)
+    skel, motion, verts, tris, stones = S.stepping_stones(frames)
+    ends = [s[0] for s in stones]
+    floor_v, floor_t = verts[:ends[0]], tris[np.all(tris < ends[0], axis=1)]
+    mesh_object("Floor", floor_v, floor_t, env)
+    objects = []
+    for k, (a, b, centre) in enumerate(stones):
+        t = tris[np.all((tris >= a) & (tris < b), axis=1)] - a
+        ob = mesh_object(f"Stone.{k:03d}", verts[a:b] - centre, t, env)
+        ob.location = centre
+        objects.append(ob)
+    arm = build_armature()
+    animate_walk(arm, frames, walk=(skel, motion))
+    scene.frame_set(1)
+    return scene, arm, env, objects
 
 
 def bend_bridge(bridge, sag=0.3, at=7.0, width=1.5):

@@ -14,7 +14,10 @@ import numpy as np
 
 from . import adapter
 from .adapter import SceneError
+import json
+
 from .core import Binding, TriMesh, adapt, bind
+from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat, joint_layout,
                             primary_children, split_basis)
 from .core.rotations import matrix_from_quat, quat_from_matrix
@@ -220,8 +223,11 @@ class BakeJob:
 
     label = "bake"
 
-    def __init__(self, scene, arm, influence_group=None, warn=print):
+    def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
+        if reposition_contacts is None:
+            reposition_contacts = bool(getattr(getattr(scene, "reldesc", None), "reposition_contacts", False))
+        self.reposition_contacts = reposition_contacts
 
     def read(self):
         t0 = time.perf_counter()
@@ -233,12 +239,19 @@ class BakeJob:
         self.mesh = bound.binding.mesh.with_vertices(bound.read_environment(self.scene))
         self.influence = read_influence(self.scene, bound, self.influence_group, self.warn)
         self.overrides = bone_overrides(self.arm, bound, self.warn) or None
+        self.flags = stored_contact_flags(self.arm)
         self.read_seconds = time.perf_counter() - t0
 
     def compute(self, progress=None):
         t0 = time.perf_counter()
-        self.result = adapt(self.bound.binding, self.mesh, affinity_override=self.overrides,
-                            vertex_influence=self.influence, progress=progress)
+        options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress)
+        self.outcomes = None
+        try:
+            self.result, self.outcomes = contacts_outcomes(self.bound, self.mesh, self.flags,
+                                                           self.reposition_contacts, **options)
+        except ContactError as e:
+            self.warn(f"contacts not checked: {e}")
+            self.result = adapt(self.bound.binding, self.mesh, **options)
         self.quats, self.locs = self.bound.pose_channels(self.result.positions)
         self.adapt_seconds = time.perf_counter() - t0
 
@@ -263,7 +276,12 @@ class BakeJob:
         write_seconds = time.perf_counter() - t0
         err, res = self.result.bone_length_error, self.result.target_residual
         worst = np.argsort(-err)[:5]
-        return dict(
+        contacts, counts = [], {"valid": 0, "repositioned": 0, "unresolved": 0}
+        if self.outcomes is not None:
+            contacts, counts = contact_report(self.outcomes, int(bound.frames[0]))
+            _surface_names(bound, contacts, self.outcomes)
+            store_contacts(self.arm, contacts, self.flags)
+        return dict(contacts=contacts, contact_counts=counts,
             action=action.name, source=self.source.name, frames=int(len(bound.frames)),
             joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
             read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,
@@ -279,6 +297,78 @@ class BakeJob:
         return self.write()
 
 
-def bake_job(scene, arm, influence_group=None, progress=None, warn=print):
+def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None):
     """Bake and assign the adapted action; returns the report dictionary."""
-    return BakeJob(scene, arm, influence_group, warn).run(progress)
+    return BakeJob(scene, arm, influence_group, warn, reposition_contacts).run(progress)
+
+
+# --- contacts ----------------------------------------------------------------------
+
+CONTACTS_KEY = "reldesc_contacts"
+
+
+def _phase_key(row):
+    return f"{row['effector']}:{row['start']}-{row['end']}"
+
+
+def stored_contacts(arm):
+    """The contact rows stored by the last detection, re-positioning or bake ([] if none)."""
+    raw = arm.get(CONTACTS_KEY)
+    return json.loads(raw) if raw else []
+
+
+def stored_contact_flags(arm):
+    """{phase key: (locked, ignored)} set by the animator in the Contacts panel."""
+    return {_phase_key(r): (bool(r.get("lock")), bool(r.get("ignore"))) for r in stored_contacts(arm)}
+
+
+def set_contact_flag(arm, index, flag, value):
+    rows = stored_contacts(arm)
+    rows[index][flag] = bool(value)
+    arm[CONTACTS_KEY] = json.dumps(rows)
+
+
+def _surface_names(bound, rows, outcomes):
+    ends = np.cumsum(bound.meta["triangle_counts"])
+    names = bound.meta["objects"]
+    for row, o in zip(rows, outcomes):
+        row["surface"] = names[int(np.searchsorted(ends, o.phase.triangle, side="right"))]
+
+
+def store_contacts(arm, rows, flags):
+    for row in rows:
+        lock, ignore = flags.get(_phase_key(row), (False, False))
+        row["lock"], row["ignore"] = lock, ignore
+    arm[CONTACTS_KEY] = json.dumps(rows)
+
+
+def contacts_outcomes(bound, mesh, flags, reposition, **options):
+    """adapt_with_contacts with the panel's per-phase lock / ignore flags."""
+    from .core.contacts import detect_contacts
+    phases = detect_contacts(bound.binding)
+    offset = int(bound.frames[0])
+    keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
+    locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
+    ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
+    result, outcomes = adapt_with_contacts(bound.binding, mesh, reposition=reposition, locked=locked,
+                                           ignored=ignored, **options)
+    return result, outcomes
+
+
+def contacts_job(scene, arm, reposition=False, warn=print):
+    """Detect the contact phases and their status against the environment now.
+
+    With ``reposition`` the invalid ones are re-positioned (shown in the panel;
+    Bake then bakes with re-positioning on). Returns (rows, counts).
+    """
+    job = BakeJob(scene, arm, warn=warn, reposition_contacts=reposition)
+    job.read()
+    try:
+        _, outcomes = contacts_outcomes(job.bound, job.mesh, job.flags, reposition,
+                                        affinity_override=job.overrides, vertex_influence=job.influence)
+    except ContactError as e:
+        raise SceneError(str(e)) from None
+    rows, counts = contact_report(outcomes, int(job.bound.frames[0]))
+    _surface_names(job.bound, rows, outcomes)
+    store_contacts(arm, rows, job.flags)
+    return rows, counts

@@ -34,7 +34,8 @@ def _geometry(context):
     active = pb.name if pb is not None else (arm.data.bones.active.name if arm.data.bones.active else None)
     sk = bound.binding.skeleton
     joint = sk.names.index(active) if active in sk.names else None
-    key = (arm.name, f, joint, s.overlay_color_by, s.overlay_targets, hash(verts.tobytes()))
+    key = (arm.name, f, joint, s.overlay_color_by, s.overlay_targets, hash(verts.tobytes()),
+           str(arm.get("reldesc_contacts", "")))
     if _cache["key"] == key:
         return _cache["geometry"]
     mesh = bound.binding.mesh.with_vertices(verts)
@@ -47,6 +48,11 @@ def _geometry(context):
         solved = session.pose(f, verts)
     g = overlay_geometry(bound.binding, mesh, f, joint, influence, s.overlay_color_by, targets=targets,
                          solved=solved)
+    from .core.overlay import contact_geometry
+    from .jobs import stored_contacts
+    c = contact_geometry(stored_contacts(arm))
+    for key in ("points", "point_colors", "lines", "line_colors"):
+        g[key] = np.concatenate([g[key], c[key]])
     _cache.update(key=key, geometry=g)
     return g
 

@@ -43,6 +43,9 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     overlay_targets: BoolProperty(name="Targets", default=True, update=_overlay_changed,
                                   description="Draw each joint's target (yellow) and solved position (blue)")
     overlay_size: FloatProperty(name="Size", default=6.0, min=1.0, max=30.0, update=_overlay_changed)
+    reposition_contacts: BoolProperty(name="Re-position Contacts", default=False,
+                                      description="Bake moves contacts made invalid by the edit onto other "
+                                                  "surfaces (set by Reposition Invalid Contacts)")
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.

@@ -31,3 +31,15 @@ def test_weights_for_a_joint_sum_to_one(walk_scene, walk_binding):
     skel, motion, *_ = walk_scene
     w = frame_weights(walk_binding, 3, skel.index("Head"))
     assert abs(w.sum() - 1.0) < 1e-12 and np.all(w >= 0)
+
+
+def test_contact_overlay_points_and_lines():
+    from blender_reldesc.core.overlay import NEW_CONTACT, contact_geometry
+    rows = [dict(status="valid", position=[0, 0, 0], new_position=None),
+            dict(status="repositioned", position=[1, 0, 0], new_position=[1, 1, 0]),
+            dict(status="unresolved", position=[2, 0, 0], new_position=None)]
+    g = contact_geometry(rows)
+    assert g["points"].shape == (4, 3) and g["lines"].shape == (2, 3)
+    np.testing.assert_allclose(g["lines"], [[1, 0, 0], [1, 1, 0]])
+    np.testing.assert_allclose(g["point_colors"][2], NEW_CONTACT)
+    assert contact_geometry([])["points"].shape == (0, 3)

@@ -73,3 +73,28 @@ def overlay_geometry(binding, mesh, frame, joint=None, influence=None, color_by=
     joint_colors = np.concatenate(joint_colors) if joint_colors else np.zeros((0, 4))
     return dict(points=d, point_colors=colors, lines=lines, line_colors=line_colors, joints=joints,
                 joint_colors=joint_colors)
+
+
+CONTACT_COLORS = {"valid": FULL, "unresolved": NONE, "repositioned": np.array([1.0, 0.5, 0.0, 1.0])}
+NEW_CONTACT = np.array([0.2, 0.6, 1.0, 1.0])
+
+
+def contact_geometry(rows):
+    """Points and lines for contact phases (rows of a contact report).
+
+    Each phase's original contact point in its status colour; each re-positioned
+    phase's new point in blue, with a line from the old point to it. Returns a
+    dict: ``points (P,3)``, ``point_colors (P,4)``, ``lines (2K,3)``, ``line_colors (2K,4)``.
+    """
+    pts, cols, lines = [], [], []
+    for r in rows:
+        p = np.asarray(r["position"], float)
+        pts.append(p)
+        cols.append(CONTACT_COLORS[r["status"]])
+        if r.get("new_position") is not None:
+            q = np.asarray(r["new_position"], float)
+            pts.append(q)
+            cols.append(NEW_CONTACT)
+            lines.extend([p, q])
+    return dict(points=np.array(pts).reshape(-1, 3), point_colors=np.array(cols).reshape(-1, 4),
+                lines=np.array(lines).reshape(-1, 3), line_colors=np.tile(NEW_CONTACT, (len(lines), 1)))

@@ -305,6 +305,62 @@ class RELDESC_OT_select_bone(_Target, bpy.types.Operator):
         return {'FINISHED'}
 
 
+class _Contacts(_Target):
+    reposition = False
+
+    def execute(self, context):
+        arm = self.armature_or_report(context)
+        if arm is None:
+            return {'CANCELLED'}
+        try:
+            rows, counts = jobs.contacts_job(context.scene, arm, reposition=self.reposition,
+                                             warn=lambda m: self.report({'WARNING'}, m))
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        if self.reposition:
+            context.scene.reldesc.reposition_contacts = True
+        self.report({'INFO'}, f"{len(rows)} contact phases: {counts['valid']} valid, "
+                              f"{counts['repositioned']} re-positioned, {counts['unresolved']} unresolved")
+        return {'FINISHED'}
+
+
+class RELDESC_OT_detect_contacts(_Contacts, bpy.types.Operator):
+    """Find the contact phases of the bound motion and check them against the environment now"""
+    bl_idname = "reldesc.detect_contacts"
+    bl_label = "Detect Contacts"
+    bl_options = {'REGISTER', 'UNDO'}
+
+
+class RELDESC_OT_reposition_contacts(_Contacts, bpy.types.Operator):
+    """Re-position the contacts the edit made invalid (Bake then uses the new contacts)"""
+    bl_idname = "reldesc.reposition_contacts"
+    bl_label = "Reposition Invalid Contacts"
+    bl_options = {'REGISTER', 'UNDO'}
+    reposition = True
+
+
+class RELDESC_OT_contact_flag(_Target, bpy.types.Operator):
+    """Lock a contact phase (keep its original contact) or ignore it"""
+    bl_idname = "reldesc.contact_flag"
+    bl_label = "Contact Flag"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    index: bpy.props.IntProperty()
+    flag: bpy.props.EnumProperty(items=[('lock', "Lock", ""), ('ignore', "Ignore", "")])
+
+    def execute(self, context):
+        arm = self.armature_or_report(context)
+        if arm is None:
+            return {'CANCELLED'}
+        rows = jobs.stored_contacts(arm)
+        if not 0 <= self.index < len(rows):
+            self.report({'ERROR'}, "no such contact phase: detect contacts first")
+            return {'CANCELLED'}
+        jobs.set_contact_flag(arm, self.index, self.flag, not rows[self.index].get(self.flag, False))
+        return {'FINISHED'}
+
+
 class RELDESC_OT_jump_to_frame(bpy.types.Operator):
     """Go to this frame"""
     bl_idname = "reldesc.jump_to_frame"
@@ -318,5 +374,6 @@ class RELDESC_OT_jump_to_frame(bpy.types.Operator):
 
 
 classes = (RELDESC_OT_bind, RELDESC_OT_bake, RELDESC_OT_unbind, RELDESC_OT_live, RELDESC_OT_paint_influence,
-           RELDESC_OT_clear_affinity_override, RELDESC_OT_select_bone, RELDESC_OT_jump_to_frame)
+           RELDESC_OT_clear_affinity_override, RELDESC_OT_select_bone, RELDESC_OT_detect_contacts,
+           RELDESC_OT_reposition_contacts, RELDESC_OT_contact_flag, RELDESC_OT_jump_to_frame)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -136,5 +136,37 @@ def topology_status(meta):
     return "Environment matches the binding" if topology_ok(meta) else "Environment changed: re-bind"
 
 
-classes = (RELDESC_PT_main, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics)
+class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
+    bl_label = "Contacts"
+
+    def draw(self, context):
+        from ..jobs import stored_contacts
+        layout = self.layout
+        s = context.scene.reldesc
+        row = layout.row(align=True)
+        row.operator("reldesc.detect_contacts", icon='VIEWZOOM')
+        row.operator("reldesc.reposition_contacts", text="Reposition Invalid", icon='CON_FOLLOWPATH')
+        layout.prop(s, "reposition_contacts", text="Bake re-positions contacts")
+        rows = stored_contacts(s.armature) if s.armature else []
+        if not rows:
+            layout.label(text="No contacts detected yet")
+            return
+        box = layout.box()
+        for i, r in enumerate(rows):
+            line = box.row(align=True)
+            icon = {'valid': 'CHECKMARK', 'repositioned': 'FORWARD', 'unresolved': 'ERROR'}[r["status"]]
+            text = f"{r['effector']} {r['start']}-{r['end']} on {r.get('surface', '?')}"
+            if r["status"] != "valid":
+                text += f": {r['status']} ({r['reason']})"
+            line.operator("reldesc.jump_to_frame", text=text, icon=icon).frame = r["start"]
+            op = line.operator("reldesc.contact_flag", text="", icon='LOCKED' if r.get("lock") else 'UNLOCKED',
+                               depress=bool(r.get("lock")))
+            op.index, op.flag = i, 'lock'
+            op = line.operator("reldesc.contact_flag", text="", icon='HIDE_ON' if r.get("ignore") else 'HIDE_OFF',
+                               depress=bool(r.get("ignore")))
+            op.index, op.flag = i, 'ignore'
+
+
+classes = (RELDESC_PT_main, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
+           RELDESC_PT_contacts)
 register, unregister = bpy.utils.register_classes_factory(classes)

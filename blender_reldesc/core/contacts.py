@@ -192,7 +192,9 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     limbs = [find_limb(sk, n) for n in names]
     idx = np.array([lb.effector for lb in limbs])
     pts = motion[:, idx]
-    sd, normal, tri, bary = _closest_all(binding.mesh, pts, 0.5 * H)
+    # Effectors farther than 0.2 body heights from every surface are never in
+    # contact (a joint's sole height is a few centimetres): a narrow search band.
+    sd, normal, tri, bary = _closest_all(binding.mesh, pts, 0.2 * H)
     dist = np.abs(sd)
     F = len(motion)
     vel = np.zeros((F, len(idx)))
@@ -290,14 +292,17 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     H = binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
-    get = _colliders(mesh, 0.5 * H)
-    original_get = _colliders(binding.mesh, 0.5 * H)
+    get = _colliders(mesh, 0.2 * H)
+    original_get = _colliders(binding.mesh, 0.2 * H)
     out = []
     for ph in phases:
         limb, m = ph.limb, ph.middle
         frames = np.arange(ph.start, ph.end + 1)
         eff = positions[frames, ph.effector]
-        sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
+        if mesh.animated:
+            sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
+        else:
+            sd = get(0).closest(eff)[0]
         off_surface = np.abs(sd) - ph.clearance > eps0
         if np.mean(off_surface) > 0.5:
             out.append((False, "unsupported"))

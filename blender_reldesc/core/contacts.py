@@ -310,7 +310,9 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         far = False
         for f in frames:
             p, n = contact_point(mesh, ph, int(f))
-            if np.linalg.norm(p + n * ph.clearance - positions[f, limb.root]) > _reach(limb, lengths, f) * 1.001:
+            # Within the contact tolerance of full extension still counts as reached
+            # (a walking stance leg is straight at heel strike and toe off).
+            if np.linalg.norm(p + n * ph.clearance - positions[f, limb.root]) > _reach(limb, lengths, f) + eps0:
                 far = True
                 break
         if far:

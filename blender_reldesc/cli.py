@@ -47,6 +47,11 @@ def build_parser(blender_command=False):
     p.add_argument("--report", metavar="REPORT.json", help="write timings, errors and contacts as JSON")
     p.add_argument("--reposition-contacts", action="store_true",
                    help="move contacts the edit made invalid onto other surfaces")
+    p.add_argument("--effectors", default=None, help="comma-separated contact joints (default: feet, toes, hands)")
+    p.add_argument("--contact-distance", type=float, default=None,
+                   help="contact distance as a fraction of body height (default 0.015)")
+    p.add_argument("--contact-speed", type=float, default=None,
+                   help="resting speed as body heights per second (default 0.12)")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
     return parser
@@ -92,7 +97,10 @@ def run(argv, blender_command=False):
             group = args.influence_group
             if group is None:
                 group = scene.reldesc.influence_group if hasattr(scene, "reldesc") else ""
-            report = jobs.bake_job(scene, arm, group, warn=warn, reposition_contacts=args.reposition_contacts)
+            contacts = {k: v for k, v in (("effectors", args.effectors), ("distance", args.contact_distance),
+                                          ("speed", args.contact_speed)) if v is not None}
+            report = jobs.bake_job(scene, arm, group, warn=warn, reposition_contacts=args.reposition_contacts,
+                                   contacts=contacts)
             print(f"reldesc: baked {report['frames']} frames into '{report['action']}' "
                   f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean, "
                   f"{100 * report['bone_length_error_max']:.3f} % max; contacts: "

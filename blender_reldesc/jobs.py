@@ -223,8 +223,9 @@ class BakeJob:
 
     label = "bake"
 
-    def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None):
+    def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
+        self.contact_overrides = contacts
         if reposition_contacts is None:
             reposition_contacts = bool(getattr(getattr(scene, "reldesc", None), "reposition_contacts", False))
         self.reposition_contacts = reposition_contacts
@@ -240,6 +241,7 @@ class BakeJob:
         self.influence = read_influence(self.scene, bound, self.influence_group, self.warn)
         self.overrides = bone_overrides(self.arm, bound, self.warn) or None
         self.flags = stored_contact_flags(self.arm)
+        self.contact_settings = contact_settings(self.scene, bound, self.contact_overrides)
         self.read_seconds = time.perf_counter() - t0
 
     def compute(self, progress=None):
@@ -248,8 +250,11 @@ class BakeJob:
         self.outcomes = None
         try:
             self.result, self.outcomes = contacts_outcomes(self.bound, self.mesh, self.flags,
-                                                           self.reposition_contacts, **options)
+                                                           self.reposition_contacts, self.contact_settings,
+                                                           **options)
         except ContactError as e:
+            if self.reposition_contacts:
+                raise SceneError(f"cannot re-position contacts: {e}") from None
             self.warn(f"contacts not checked: {e}")
             self.result = adapt(self.bound.binding, self.mesh, **options)
         self.quats, self.locs = self.bound.pose_channels(self.result.positions)
@@ -297,9 +302,14 @@ class BakeJob:
         return self.write()
 
 
-def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None):
-    """Bake and assign the adapted action; returns the report dictionary."""
-    return BakeJob(scene, arm, influence_group, warn, reposition_contacts).run(progress)
+def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None,
+             contacts=None):
+    """Bake and assign the adapted action; returns the report dictionary.
+
+    contacts : optional overrides of the scene's contact settings: ``effectors``
+    (list or comma-separated), ``distance`` and ``speed`` (fractions of body height).
+    """
+    return BakeJob(scene, arm, influence_group, warn, reposition_contacts, contacts).run(progress)
 
 
 # --- contacts ----------------------------------------------------------------------
@@ -342,16 +352,38 @@ def store_contacts(arm, rows, flags):
     arm[CONTACTS_KEY] = json.dumps(rows)
 
 
-def contacts_outcomes(bound, mesh, flags, reposition, **options):
+def contact_settings(scene, bound, overrides=None):
+    """Effectors and thresholds (motion units, per second) from the scene's settings."""
+    s = getattr(scene, "reldesc", None)
+    H = bound.binding.body_height
+    o = overrides or {}
+    names = o.get("effectors", s.contact_effectors if s is not None else "")
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    dist = float(o.get("distance", s.contact_distance if s is not None else 0.015))
+    speed = float(o.get("speed", s.contact_speed if s is not None else 0.12))
+    if not (0 < dist < 1 and 0 < speed < 10):
+        raise SceneError(f"contact thresholds out of range (distance {dist:g}, speed {speed:g}): give the "
+                         "distance as a fraction of body height in (0, 1) and the speed in body heights per "
+                         "second in (0, 10)")
+    return dict(effectors=names or None, distance=dist * H, speed=speed * H,
+                fps=scene.render.fps / scene.render.fps_base)
+
+
+def contacts_outcomes(bound, mesh, flags, reposition, settings=None, **options):
     """adapt_with_contacts with the panel's per-phase lock / ignore flags."""
     from .core.contacts import detect_contacts
-    phases = detect_contacts(bound.binding)
+    settings = settings or {}
+    phases = detect_contacts(bound.binding, **settings)
+    if not phases:
+        raise ContactError("no contact phases found: raise the contact speed or the contact distance, "
+                           "or name the effectors that touch the environment")
     offset = int(bound.frames[0])
     keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
     locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
     ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
     result, outcomes = adapt_with_contacts(bound.binding, mesh, reposition=reposition, locked=locked,
-                                           ignored=ignored, **options)
+                                           ignored=ignored, **settings, **options)
     return result, outcomes
 
 
@@ -364,7 +396,7 @@ def contacts_job(scene, arm, reposition=False, warn=print):
     job = BakeJob(scene, arm, warn=warn, reposition_contacts=reposition)
     job.read()
     try:
-        _, outcomes = contacts_outcomes(job.bound, job.mesh, job.flags, reposition,
+        _, outcomes = contacts_outcomes(job.bound, job.mesh, job.flags, reposition, job.contact_settings,
                                         affinity_override=job.overrides, vertex_influence=job.influence)
     except ContactError as e:
         raise SceneError(str(e)) from None

@@ -46,6 +46,14 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     reposition_contacts: BoolProperty(name="Re-position Contacts", default=False,
                                       description="Bake moves contacts made invalid by the edit onto other "
                                                   "surfaces (set by Reposition Invalid Contacts)")
+    contact_effectors: StringProperty(name="Effectors", default="",
+                                      description="Comma-separated joints that make contacts (empty: feet, "
+                                                  "toes and hands)")
+    contact_distance: FloatProperty(name="Contact Distance", default=0.015, min=0.001, max=0.5,
+                                    description="How far above its lowest height an effector still touches, "
+                                                "as a fraction of body height")
+    contact_speed: FloatProperty(name="Contact Speed", default=0.12, min=0.001, max=5.0,
+                                 description="Fastest a resting effector may move, as body heights per second")
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.

@@ -150,3 +150,29 @@ def test_a_hand_on_a_raised_ceiling_moves_to_a_reachable_wall():
     assert np.all(sd > -0.02) and np.all(np.abs(sd) - hand.phase.clearance < 0.015 * 1.75)
     foot = next(o for o in outcomes if o.phase.name == "LeftFoot")
     assert foot.status == "valid"
+
+
+def test_speed_threshold_scales_with_frame_rate():
+    # A hand slides on a table at 0.1 m/s, then rests: sampled at 30 and at 120 fps,
+    # the same seconds count as contact once the threshold is a speed per second.
+    from blender_reldesc.core import Skeleton
+    names = ["Chest", "Shoulder", "Elbow", "Hand"]
+    parents = [-1, 0, 1, 2]
+
+    def clip(fps):
+        t = np.arange(int(2 * fps)) / fps
+        x = np.where(t < 1.0, 0.1 * t, 0.1)                     # slides for 1 s, then rests
+        hand = np.stack([x, np.zeros_like(t), np.full_like(t, 0.93)], 1)
+        base = np.array([[0, 0, 1.4], [0, -0.2, 1.4], [0.0, -0.2, 1.15]])
+        return np.concatenate([np.repeat(base[None], len(t), 0), hand[:, None]], axis=1)
+
+    table = TriMesh(*S.grid(2, 2, 8, 8, origin=(-1, -1), z=0.9))
+    fractions = []
+    for fps in (30.0, 120.0):
+        motion = clip(fps)
+        binding = bind(Skeleton(names, parents), motion, table, body_height=1.75)
+        phases = detect_contacts(binding, effectors=["Hand"], speed=0.05, fps=fps)
+        frames = sum(p.end - p.start + 1 for p in phases)
+        fractions.append(frames / len(motion))
+    assert abs(fractions[0] - fractions[1]) < 0.05
+    assert 0.4 < fractions[0] < 0.6                              # the resting second only

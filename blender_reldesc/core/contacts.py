@@ -170,14 +170,17 @@ def _closest_all(mesh, points, band):
     return [np.stack(x) for x in zip(*parts)]
 
 
-def detect_contacts(binding, effectors=None, distance=None, speed=None, min_frames=3, friction=FRICTION):
+def detect_contacts(binding, effectors=None, distance=None, speed=None, min_frames=3, friction=FRICTION,
+                    fps=30.0):
     """Contact phases of the source motion on the bind-time environment.
 
     effectors : joint names (default ``default_effectors``).
     distance : ε0, how far above its lowest height an effector may be and still
-        touch (default 0.015 body heights; the paper's 0.01 m is for a foot mesh).
-    speed : 2·ε1, the largest per-frame displacement of a resting effector
-        (default 0.004 body heights per frame).
+        touch, in the motion's units (default 0.015 body heights; the paper's
+        0.01 m is for a foot mesh, not a joint).
+    speed : 2·ε1 as a speed, units per second (default 0.12 body heights per
+        second, i.e. 0.004 per frame at 30 fps); divided by ``fps`` to compare
+        with the per-frame displacement of Eq. 2.
     Returns a list of ContactPhase, by effector then time.
     """
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
@@ -185,10 +188,13 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     if not names:
         raise ContactError("no effectors: name the feet and hands that make contacts")
     eps0 = 0.015 * H if distance is None else float(distance)
-    vmax = 0.004 * H if speed is None else float(speed)
+    per_second = 0.12 * H if speed is None else float(speed)
+    if not (np.isfinite(fps) and fps > 0):
+        raise ContactError(f"frame rate must be positive, got {fps}")
+    vmax = per_second / fps
     if not (0 < eps0 < H and 0 < vmax < H):
-        raise ContactError(f"contact thresholds out of range (distance {eps0:g}, speed {vmax:g}): give "
-                           f"positive values below the body height ({H:g})")
+        raise ContactError(f"contact thresholds out of range (distance {eps0:g}, speed {per_second:g} per second): "
+                           f"give positive values below the body height ({H:g})")
     limbs = [find_limb(sk, n) for n in names]
     idx = np.array([lb.effector for lb in limbs])
     pts = motion[:, idx]
@@ -502,7 +508,7 @@ def _ancestors(sk, j):
 
 
 def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locked=(), ignored=(),
-                        distance=None, speed=None, friction=FRICTION, up=(0.0, 0.0, 1.0), **options):
+                        distance=None, speed=None, fps=30.0, friction=FRICTION, up=(0.0, 0.0, 1.0), **options):
     """``adapt`` plus contact checking and, with ``reposition``, contact re-positioning.
 
     options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
@@ -510,7 +516,7 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     are reported ``unresolved``.
     """
     from .adaptation import adapt
-    phases = detect_contacts(binding, effectors, distance, speed, friction=friction)
+    phases = detect_contacts(binding, effectors, distance, speed, friction=friction, fps=fps)
     user_pins = options.pop("pins", None)
     result = adapt(binding, mesh, pins=user_pins, **options)
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)

@@ -147,6 +147,10 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
         row.operator("reldesc.detect_contacts", icon='VIEWZOOM')
         row.operator("reldesc.reposition_contacts", text="Reposition Invalid", icon='CON_FOLLOWPATH')
         layout.prop(s, "reposition_contacts", text="Bake re-positions contacts")
+        col = layout.column(align=True)
+        col.prop(s, "contact_effectors")
+        col.prop(s, "contact_distance")
+        col.prop(s, "contact_speed")
         rows = stored_contacts(s.armature) if s.armature else []
         if not rows:
             layout.label(text="No contacts detected yet")
@@ -158,6 +162,8 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
             text = f"{r['effector']} {r['start']}-{r['end']} on {r.get('surface', '?')}"
             if r["status"] != "valid":
                 text += f": {r['status']} ({r['reason']})"
+            if r.get("new_position") is not None:
+                text += " -> ({:.2f}, {:.2f}, {:.2f})".format(*r["new_position"])
             line.operator("reldesc.jump_to_frame", text=text, icon=icon).frame = r["start"]
             op = line.operator("reldesc.contact_flag", text="", icon='LOCKED' if r.get("lock") else 'UNLOCKED',
                                depress=bool(r.get("lock")))

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import bpy
 
@@ -90,3 +91,21 @@ def test_command_line_bake_reports_contacts(tmp_path):
     assert set(row) >= {"effector", "start", "end", "status", "reason", "position", "new_position"}
     assert row["reason"] in ("unsupported", "unreachable", "collision", "balance")
     assert len(row["new_position"]) == 3
+
+
+def test_contact_settings_errors_are_clear_and_change_nothing(tmp_path):
+    scene, arm, env, stones = demo.build_stones_scene(frames=40)
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    scene.reldesc.contact_effectors = "LeftHand"             # never touches anything
+    with pytest.raises(RuntimeError, match="no contact phases found"):
+        bpy.ops.reldesc.detect_contacts(armature="Walker")
+    assert jobs.stored_contacts(arm) == []
+    scene.reldesc.contact_effectors = "Spine"
+    with pytest.raises(RuntimeError, match="fewer than two bones"):
+        bpy.ops.reldesc.detect_contacts(armature="Walker")
+    with pytest.raises(Exception, match="out of range"):
+        jobs.bake_job(scene, arm, contacts={"distance": 3.0})
+    assert "Walk.adapted" not in bpy.data.actions
+    scene.reldesc.contact_effectors = ""
+    assert bpy.ops.reldesc.detect_contacts(armature="Walker") == {'FINISHED'}

@@ -1,7 +1,6 @@
-import numpy as np
 import pytest
 
-from blender_reldesc.core import Skeleton, TriMesh, bind
+from blender_reldesc.core import TriMesh, bind
 from blender_reldesc.core import synthetic as S
 
 

@@ -1,13 +1,10 @@
 """Properties of bind/adapt: reproduction, rigid covariance, weights, sampling, terrain."""
 
-import io
 
 import numpy as np
-import pytest
 
 from blender_reldesc.core import Binding, TriMesh, adapt, bind
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.descriptors import reconstruct
 
 from core_helpers import random_rotation
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import RelDescError
-from .geometry import dot, normalize
+from .geometry import normalize
 from .proximity import Collider
 
 #: Default effectors: joints whose names contain these words (case-insensitive).
@@ -100,8 +100,6 @@ def find_limb(skeleton, name):
     while p >= 0 and len(skeleton.children(p)) < 2:
         chain.append(p)
         p = skeleton.parents[p]
-    if p >= 0:
-        pass
     chain = np.array(chain[::-1])
     if len(chain) < 3:
         raise ContactError(f"the limb of '{name}' has fewer than two bones: choose effectors at the end of "
@@ -430,7 +428,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             continue
         # The root may come down or across by ROOT_SLACK body heights to reach a new
         # contact (the solver lowers the hips); the paper replans the root instead.
-        reach = lambda f: _reach(limb, lengths, f) + ROOT_SLACK * H  # noqa: E731
+        reach = lambda f, limb=limb: _reach(limb, lengths, f) + ROOT_SLACK * H  # noqa: E731
         # Feet need support (a surface oriented like the original one); hands may
         # push on anything that faces the limb's root (a wall after a ceiling).
         support = any(w in ph.name.lower() for w in ("foot", "toe"))

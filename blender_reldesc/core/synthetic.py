@@ -53,7 +53,7 @@ def humanoid():
 
 
 def _rot_y(angle):
-    """(...,3,3) rotations about the lateral axis (+Y): positive pitches +X down... forward swing."""
+    """(...,3,3) rotations about the lateral axis (+Y)."""
     c, s = np.cos(angle), np.sin(angle)
     m = np.zeros(np.shape(angle) + (3, 3))
     m[..., 0, 0], m[..., 0, 2], m[..., 1, 1], m[..., 2, 0], m[..., 2, 2] = c, s, 1.0, -s, c
@@ -128,8 +128,7 @@ def walk(frames=120, fps=30.0, speed=1.3, stride=1.4, start=(0.0, 0.0), ground=N
         bend /= np.linalg.norm(bend, axis=1, keepdims=True)
         knee = hip + l1 * (np.cos(a)[:, None] * dirn - np.sin(a)[:, None] * bend)
         pos[:, leg] = knee
-        pos[:, foot] = knee + l2 * (ankle_dir := (ankle - knee) / np.linalg.norm(ankle - knee, axis=1,
-                                                                                  keepdims=True))
+        pos[:, foot] = knee + l2 * (ankle - knee) / np.linalg.norm(ankle - knee, axis=1, keepdims=True)
         pos[:, toe] = pos[:, foot] + off[toe]
         pos[:, end] = pos[:, toe] + off[end]
     return skel, pos

@@ -1,6 +1,5 @@
 """Blender-level tests: the real operators on a fresh factory scene, with the bpy wheel."""
 
-import numpy as np
 import pytest
 
 bpy = pytest.importorskip("bpy", reason="the bpy wheel is installed by `make test`")

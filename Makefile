@@ -21,6 +21,7 @@ $(VENV)/.installed: requirements-dev.txt Makefile
 	$(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt bpy==$(BPY_VERSION)
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 setup45: $(VENV45)/.installed

@@ -79,6 +79,10 @@ def run(argv, blender_command=False):
                   f"({report['frames']} frames, bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
             return 0
         _ensure_registered()
+        for path, what in ((getattr(args, "output", None), "output file"), (getattr(args, "report", None), "report")):
+            folder = os.path.dirname(os.path.abspath(path)) if path else None
+            if folder and not os.path.isdir(folder):
+                return _fail(f"cannot write the {what} {path}: folder {folder} does not exist")
         if args.input:
             if not os.path.isfile(args.input):
                 return _fail(f"no such file: {args.input}")

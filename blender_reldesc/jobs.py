@@ -103,6 +103,9 @@ class BindJob:
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path)
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str))
         adapter.store_binding(self.arm, binding.to_bytes(), pose, meta)
+        # Once the adapted action is assigned nothing else may use the source:
+        # a fake user keeps Blender from dropping it when the file is saved.
+        self.action.use_fake_user = True
         return dict(meta, frames=len(self.frames), read_seconds=self.read_seconds,
                     compute_seconds=self.compute_seconds)
 

@@ -53,6 +53,8 @@ def test_bind_then_bake_with_report(scene_file, tmp_path):
     (("bind", "/no/such/file.blend", "--armature", "Walker", "--environment", "Environment"), 1, "no such file"),
     (("bind", "{scene}", "--environment", "Environment"), 2, "--armature"),
     (("frobnicate",), 2, "invalid choice"),
+    (("bind", "{scene}", "--armature", "Walker", "--environment", "Environment", "-o", "/no/such/dir/x.blend"), 1,
+     "does not exist"),
 ])
 def test_failures_exit_non_zero_with_one_line(scene_file, args, code, message):
     before = os.path.getmtime(scene_file)

@@ -53,6 +53,7 @@ def test_rebake_replaces_the_adapted_action_and_undo_data_stays_consistent(scene
 def test_binding_survives_save_and_reload(scene, tmp_path):
     scene, arm, *_ = scene
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.bake(armature="Walker")          # the source is no longer assigned: it must still be saved
     meta = adapter.stored_meta(arm)
     first = jobs.Bound(arm).binding
     path = str(tmp_path / "bound.blend")
@@ -60,6 +61,7 @@ def test_binding_survives_save_and_reload(scene, tmp_path):
     bpy.ops.wm.open_mainfile(filepath=path)
     arm = bpy.data.objects["Walker"]
     assert adapter.stored_meta(arm) == meta
+    assert "Walk" in bpy.data.actions
     again = jobs.Bound(arm).binding
     np.testing.assert_array_equal(again.triangles, first.triangles)
     np.testing.assert_array_equal(again.barycentrics, first.barycentrics)

@@ -11,26 +11,17 @@ import argparse
 import os
 import pathlib
 import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from blender_reldesc.core import TriMesh, adapt, bind  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 from blender_reldesc.core.contacts import adapt_with_contacts, contact_report, detect_contacts  # noqa: E402
-
-
-def median_time(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+from bench_core import timed  # noqa: E402
 
 
 def main(argv=None):
@@ -46,9 +37,9 @@ def main(argv=None):
     a, b, _ = stones[len(stones) // 2]
     moved[a:b] += [0.0, 1.0, 0.0]                 # one stone 1 m sideways
     deformed = mesh.with_vertices(moved)
-    t_detect, phases = median_time(lambda: detect_contacts(binding), args.repeat)
-    t_plain, _ = median_time(lambda: adapt(binding, deformed), args.repeat)
-    t_full, (result, outcomes) = median_time(lambda: adapt_with_contacts(binding, deformed), args.repeat)
+    t_detect, phases = timed(lambda: detect_contacts(binding), args.repeat)
+    t_plain, _ = timed(lambda: adapt(binding, deformed), args.repeat)
+    t_full, (result, outcomes) = timed(lambda: adapt_with_contacts(binding, deformed), args.repeat)
     rows, counts = contact_report(outcomes)
     n_moved = max(counts["repositioned"], 1)
     step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731

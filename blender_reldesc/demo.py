@@ -93,10 +93,8 @@ def mesh_object(name, verts, tris, collection):
     return ob
 
 
-def build_scene(frames=150, deck_cells=(60, 10), reset=True):
-    """Fresh scene: armature 'Walker' with action 'Walk', collection 'Environment'
-    holding 'Bridge' (a deck, 12 m x 2 m) and 'Beam' (over the path at x = 3 m).
-    ``reset`` starts from factory settings (which also disables add-ons)."""
+def _empty_scene(frames, reset=True):
+    """The scene (factory-fresh with ``reset``), frames 1..frames at 30 fps, and a new 'Environment' collection."""
     if reset:
         bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
@@ -104,6 +102,14 @@ def build_scene(frames=150, deck_cells=(60, 10), reset=True):
     scene.render.fps = 30
     env = bpy.data.collections.new("Environment")
     scene.collection.children.link(env)
+    return scene, env
+
+
+def build_scene(frames=150, deck_cells=(60, 10), reset=True):
+    """Fresh scene: armature 'Walker' with action 'Walk', collection 'Environment'
+    holding 'Bridge' (a deck, 12 m x 2 m) and 'Beam' (over the path at x = 3 m).
+    ``reset`` starts from factory settings (which also disables add-ons)."""
+    scene, env = _empty_scene(frames, reset)
     deck_v, deck_t = S.grid(12.0, 2.0, *deck_cells, origin=(-2.0, -1.0))
     bridge = mesh_object("Bridge", deck_v, deck_t, env)
     beam_v, beam_t = S.box((BEAM_X, 0.0, 2.05), (0.3, 2.0, 0.2), subdivisions=3)
@@ -116,12 +122,7 @@ def build_scene(frames=150, deck_cells=(60, 10), reset=True):
 
 def build_stones_scene(frames=120):
     """Fresh scene: 'Walker' stepping over stones 'Stone.000'.. onto a 'Floor', all in 'Environment'."""
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    scene.render.fps = 30
-    env = bpy.data.collections.new("Environment")
-    scene.collection.children.link(env)
+    scene, env = _empty_scene(frames)
     skel, motion, verts, tris, stones = S.stepping_stones(frames)
     ends = [s[0] for s in stones]
     floor_v, floor_t = verts[:ends[0]], tris[np.all(tris < ends[0], axis=1)]

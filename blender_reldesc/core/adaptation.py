@@ -149,6 +149,37 @@ class Rig:
         glue = np.stack([np.flatnonzero(zero), skeleton.parents[zero]], axis=1)
         self.glue = glue[np.argsort(rank[glue[:, 0]])] if len(glue) else glue
 
+    def _hinges(self):
+        """Knees and elbows (by name) with the source's bend direction per frame."""
+        sk, motion, H = self.binding.skeleton, self.binding.motion, self.binding.body_height
+        triples = []
+        for j, name in enumerate(sk.names):
+            low = name.lower()
+            kids = sk.children(j)
+            if (any(w in low for w in C.HINGE_WORDS) and not any(w in low for w in C.HINGE_EXCLUDE)
+                    and sk.parents[j] >= 0 and len(kids) == 1):
+                triples.append((sk.parents[j], j, kids[0]))
+        if not triples:
+            return None
+        t = np.array(triples)
+        a, k, c = motion[:, t[:, 0]], motion[:, t[:, 1]], motion[:, t[:, 2]]
+        u = c - a
+        u /= np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-300)
+        rel = k - a
+        b = rel - np.einsum("fhi,fhi->fh", rel, u)[..., None] * u
+        n = np.linalg.norm(b, axis=-1, keepdims=True)
+        b = np.where(n > C.HINGE_STRAIGHT * H, b / np.maximum(n, 1e-300), 0.0)
+        anchors = []
+        for parent, _, _ in triples:
+            anchor = sk.parents[parent]
+            while anchor >= 0 and len(sk.children(anchor)) < 2:
+                anchor = sk.parents[anchor]
+            if anchor < 0:
+                return None          # a limb that hangs from nothing rigid: no reference frame
+            kids = sk.children(anchor)
+            anchors.append((anchor, kids, motion[:, kids] - motion[:, anchor:anchor + 1]))
+        return t, b, u, anchors
+
     def targets(self, mesh, frames=None):
         """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.
 
@@ -170,8 +201,11 @@ class Rig:
         return targets, affinity
 
     def warper(self, collide=None):
+        options = dict(self.solver_options)
+        if "hinges" not in options:
+            options["hinges"] = self._hinges()
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
-                      pins=self.pins, collide=collide, **self.solver_options)
+                      pins=self.pins, collide=collide, **options)
 
     def finish(self, positions, frames):
         """Exact bone lengths: each joint moved along its bone, parents first.

@@ -41,6 +41,13 @@ AFFINITY_FLOOR = 1e-3
 STATIC_TOLERANCE = 1e-10
 STATIC_MAX_STEPS = 4000
 
+#: Hinge joints (paper §8: knees and elbows) are found by name: a joint whose
+#: lower-case name contains one of HINGE_WORDS and none of HINGE_EXCLUDE.
+HINGE_WORDS = ("knee", "elbow", "shin", "calf", "forearm", "lowerleg", "lowerarm", "leg")
+HINGE_EXCLUDE = ("upleg", "upperleg", "thigh", "upper")
+#: A hinge closer than this (times body height) to straight has no bend side.
+HINGE_STRAIGHT = 0.01
+
 # --- Numerical tolerances -------------------------------------------------------
 #: Triangles whose doubled area is below this times the squared bounding-box
 #: diagonal are degenerate: skipped and counted.

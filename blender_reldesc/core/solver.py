@@ -58,6 +58,15 @@ class Warper:
         (product improvement: the paper's N_c = 3 leaves 0.16 % mean
         bone-length error on a sculpted terrain; 12 sweeps there leave
         0.03 %, at no visible cost in target tracking).
+    hinges : optional ``(joints (H,3), bend (F,H,3), axis (F,H,3), anchors)``:
+        hinge joints (parent, hinge, child) such as knees and elbows, with the
+        source's unit bend direction (zero where the limb is straight) and
+        unit parent-to-child axis per frame, and per hinge its anchor
+        ``(anchor joint, child joints (K,), source offsets (F,K,3))``: the
+        body part the limb hangs from, whose best-fit rotation carries the
+        source bend into the current pose (paper §8: hinge limits). A hinge
+        that ends a frame bent the other way is reflected back across its
+        parent-child axis, which keeps both bone lengths.
     feed_forward : start each frame from the previous result advanced by the
         targets' motion (product improvement, see the module docstring);
         False is the paper's scheme, kept for comparison in the benchmarks.
@@ -65,7 +74,7 @@ class Warper:
 
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
-                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True):
+                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         # Sort the edges by colour so each group is a contiguous slice.
@@ -83,6 +92,7 @@ class Warper:
         self.iterations = iterations
         self.final_iterations = max(iterations, final_iterations)
         self.feed_forward = feed_forward
+        self.hinges = hinges
 
     def _prepare(self, f, affinity):
         """Per-frame arrays, built once and reused by every sweep of frame f."""
@@ -134,6 +144,8 @@ class Warper:
             p, prev = self._step(p, prev, target, f, self.iterations, prepared)
             if np.max(np.abs(p - before)) < tol:
                 break
+        if self.hinges is not None:
+            p = self._limit_hinges(p, f)
         return self._glue(p)
 
     def next(self, f, previous, target_before, target, affinity):
@@ -144,6 +156,8 @@ class Warper:
         for i in range(self.substeps):
             sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
             p, prev = self._step(p, prev, target, f, sweeps, prepared)
+        if self.hinges is not None:
+            p = self._limit_hinges(p, f)
         return self._glue(p)
 
     def run(self, targets, start, affinity, progress=None):
@@ -161,6 +175,31 @@ class Warper:
             if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F) is False:
                 raise Cancelled(f"cancelled at frame {f} of {F}")
         return out
+
+    def _limit_hinges(self, p, f):
+        from .rotations import kabsch
+        joints, bend, axis, anchors = self.hinges
+        a, k, c = p[joints[:, 0]], p[joints[:, 1]], p[joints[:, 2]]
+        u = c - a
+        u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
+        # The source bend and axis turned with the body part the limb hangs from,
+        # then by the smallest rotation from that axis to the current one.
+        rot = np.stack([kabsch(src[f], p[kids] - p[anchor]) for anchor, kids, src in anchors])
+        u0 = np.einsum("hij,hj->hi", rot, axis[f])
+        b0 = np.einsum("hij,hj->hi", rot, bend[f])
+        cross = np.cross(u0, u)
+        cos = np.einsum("ij,ij->i", u0, u)
+        want = (b0 * cos[:, None] + np.cross(cross, b0)
+                + cross * (np.einsum("ij,ij->i", cross, b0) / np.maximum(1.0 + cos, 1e-12))[:, None])
+        rel = k - a
+        side = np.einsum("ij,ij->i", rel, want)
+        flip = (side < 0) & (np.einsum("ij,ij->i", b0, b0) > 0)
+        if self.pins is not None:
+            flip &= np.isnan(self.pins[f, joints[:, 1], 0])            # a pinned knee stays pinned
+        if flip.any():
+            w = want[flip] / np.maximum(np.linalg.norm(want[flip], axis=1, keepdims=True), 1e-300)
+            p[joints[flip, 1]] = k[flip] - 2.0 * side[flip, None] * w
+        return p
 
     def _glue(self, p):
         for j, parent in self.glue.tolist():

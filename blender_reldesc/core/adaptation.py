@@ -169,16 +169,18 @@ class Rig:
         b = rel - np.einsum("fhi,fhi->fh", rel, u)[..., None] * u
         n = np.linalg.norm(b, axis=-1, keepdims=True)
         b = np.where(n > C.HINGE_STRAIGHT * H, b / np.maximum(n, 1e-300), 0.0)
-        anchors = []
+        anchors, which = [], []
         for parent, _, _ in triples:
             anchor = sk.parents[parent]
             while anchor >= 0 and len(sk.children(anchor)) < 2:
                 anchor = sk.parents[anchor]
             if anchor < 0:
                 return None          # a limb that hangs from nothing rigid: no reference frame
-            kids = sk.children(anchor)
-            anchors.append((anchor, kids, motion[:, kids] - motion[:, anchor:anchor + 1]))
-        return t, b, u, anchors
+            if anchor not in [a for a, _, _ in anchors]:
+                kids = sk.children(anchor)
+                anchors.append((anchor, kids, motion[:, kids] - motion[:, anchor:anchor + 1]))
+            which.append([a for a, _, _ in anchors].index(anchor))
+        return t, b, u, (anchors, np.array(which))
 
     def targets(self, mesh, frames=None):
         """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.

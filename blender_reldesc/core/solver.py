@@ -61,9 +61,9 @@ class Warper:
     hinges : optional ``(joints (H,3), bend (F,H,3), axis (F,H,3), anchors)``:
         hinge joints (parent, hinge, child) such as knees and elbows, with the
         source's unit bend direction (zero where the limb is straight) and
-        unit parent-to-child axis per frame, and per hinge its anchor
-        ``(anchor joint, child joints (K,), source offsets (F,K,3))``: the
-        body part the limb hangs from, whose best-fit rotation carries the
+        unit parent-to-child axis per frame, and ``(anchors, which)``: the
+        distinct anchors ``(anchor joint, child joints (K,), source offsets
+        (F,K,3))`` and the anchor of each hinge, the body part the limb hangs from, whose best-fit rotation carries the
         source bend into the current pose (paper §8: hinge limits). A hinge
         that ends a frame bent the other way is reflected back across its
         parent-child axis, which keeps both bone lengths.
@@ -184,7 +184,8 @@ class Warper:
         u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
         # The source bend and axis turned with the body part the limb hangs from,
         # then by the smallest rotation from that axis to the current one.
-        rot = np.stack([kabsch(src[f], p[kids] - p[anchor]) for anchor, kids, src in anchors])
+        parts, which = anchors
+        rot = np.stack([kabsch(src[f], p[kids] - p[anchor]) for anchor, kids, src in parts])[which]
         u0 = np.einsum("hij,hj->hi", rot, axis[f])
         b0 = np.einsum("hij,hj->hi", rot, bend[f])
         cross = np.cross(u0, u)

@@ -77,3 +77,15 @@ def test_blender_command_entry_point(scene_file, tmp_path):
                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     assert r.returncode == 0, r.stderr
     assert out.exists()
+
+
+def test_demo_writes_the_blend_the_report_and_the_picture(tmp_path):
+    out = tmp_path / "demo"
+    r = run("demo", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["frames"] == 150 and report["bone_length_error_mean"] < 0.001
+    assert report["contact_counts"]["unresolved"] == 0
+    png = (out / "before_after.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert (out / "demo.blend").stat().st_size > 100_000

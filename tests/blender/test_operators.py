@@ -248,3 +248,20 @@ def test_cancelled_bake_changes_nothing(scene):
         job.compute(progress=lambda done, total: False)       # what Esc does in the modal operator
     assert "Walk.adapted" not in bpy.data.actions
     assert arm.animation_data.action.name == "Walk"
+
+
+def test_live_handlers_are_gone_after_unregister(scene):
+    import blender_reldesc
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.live(armature="Walker")
+    assert live.on_frame_change in bpy.app.handlers.frame_change_post
+    blender_reldesc.unregister()
+    try:
+        assert live.on_frame_change not in bpy.app.handlers.frame_change_post
+        assert live.on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post
+        assert live.on_load not in bpy.app.handlers.load_post
+        assert not hasattr(bpy.types.Scene, "reldesc")
+        assert "bake" not in dir(bpy.ops.reldesc)
+    finally:
+        blender_reldesc.register()

@@ -15,7 +15,7 @@ def test_undeformed_scene_reproduces_the_source_motion(walk_scene, walk_binding)
     H = walk_binding.body_height
     assert np.abs(result.positions - motion).max() < 1e-4 * H
     assert np.abs(result.targets - motion).max() < 1e-4 * H
-    assert result.bone_length_error.max() < 1e-9
+    assert result.bone_length_error.max() < 1e-6          # float32 coefficient storage: ~1e-9
 
 
 def test_rigid_move_of_the_environment_moves_the_motion_rigidly(walk_scene, walk_binding):

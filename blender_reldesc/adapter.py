@@ -184,10 +184,11 @@ def is_animated(ob, _seen=None):
     return False
 
 
-def read_environment(depsgraph, objects):
+def read_environment(depsgraph, objects, triangles=True):
     """Evaluated world-space geometry of ``objects`` as one mesh.
 
-    Returns ``vertices (V,3)``, ``triangles (T,3)`` and per object
+    Returns ``vertices (V,3)``, ``triangles (T,3)`` (None without
+    ``triangles``, for callers that know the topology) and per object
     ``(vertex_count, triangle_count)``.
     """
     verts, tris, counts = [], [], []
@@ -200,16 +201,17 @@ def read_environment(depsgraph, objects):
             V, T = len(me.vertices), len(me.loop_triangles)
             co = np.empty(V * 3, np.float32)
             me.vertices.foreach_get("co", co)
-            tri = np.empty(T * 3, np.int32)
-            me.loop_triangles.foreach_get("vertices", tri)
+            tri = np.empty(T * 3 if triangles else 0, np.int32)
+            if triangles:
+                me.loop_triangles.foreach_get("vertices", tri)
         finally:
             ev.to_mesh_clear()
         m = np.array(ev.matrix_world, dtype=float)
         verts.append(to_world(m, co.reshape(V, 3).astype(float)))
-        tris.append(tri.reshape(T, 3).astype(np.int64) + base)
+        tris.append(tri.reshape(-1, 3).astype(np.int64) + base)
         counts.append((V, T))
         base += V
-    return np.concatenate(verts), np.concatenate(tris), counts
+    return np.concatenate(verts), (np.concatenate(tris) if triangles else None), counts
 
 
 def read_environment_frames(scene, objects, frames, progress=None):

@@ -53,7 +53,7 @@ def pose_frame(scene, depsgraph, arm):
     entry = session_for(arm)
     _refresh_influence(scene, entry)
     bound, session = entry["bound"], entry["session"]
-    verts, _, counts = adapter.read_environment(depsgraph, bound.objects)
+    verts, _, counts = adapter.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     p = session.pose(f, verts)

@@ -27,7 +27,7 @@ def _geometry(context):
     entry = live.session_for(arm)
     bound = entry["bound"]
     depsgraph = context.evaluated_depsgraph_get()
-    verts, _, counts = adapter.read_environment(depsgraph, bound.objects)
+    verts, _, counts = adapter.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     pb = getattr(context, "active_pose_bone", None)

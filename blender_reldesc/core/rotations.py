@@ -87,34 +87,51 @@ def recover_rotations(skeleton, original, adapted, primary=None):
     original = np.asarray(original, dtype=float)
     adapted = np.asarray(adapted, dtype=float)
     F, J, _ = original.shape
+    eye = np.broadcast_to(np.eye(3), (F, 3, 3))
     rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
+    parents = skeleton.parents
+    depth = np.zeros(J, int)
     for j in skeleton.order.tolist():
+        depth[j] = depth[parents[j]] + 1 if parents[j] >= 0 else 0
+    kids_of = []
+    for j in range(J):
         kids = skeleton.children(j)
         if len(kids):
             u = original[:, kids] - original[:, j:j + 1]
-            v = adapted[:, kids] - adapted[:, j:j + 1]
-            ok = np.linalg.norm(u, axis=-1) > 1e-12
-            kids, u, v = kids[ok.all(axis=0)], u[:, ok.all(axis=0)], v[:, ok.all(axis=0)]
-        parent = skeleton.parents[j]
-        if len(kids) == 1:
-            # Carry the bone with its parent first, then swing it onto the new
-            # direction: its twist relative to the parent stays as it was.
-            base = rot[:, parent] if parent >= 0 else np.broadcast_to(np.eye(3), (F, 3, 3))
-            carried = np.einsum("fij,fj->fi", base, u[:, 0])
-            rot[:, j] = swing(carried, v[:, 0]) @ base
-        elif len(kids) > 1:
-            r = kabsch(u, v)
-            # Collinear children leave the twist undetermined: fall back to a swing.
-            span = np.linalg.norm(cross(np.broadcast_to(u[:, :1], u[:, 1:].shape), u[:, 1:]), axis=-1).max(axis=-1)
-            flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
-            if np.any(flat):
-                r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))
-            main = -1 if primary is None else int(primary[j])
-            if main >= 0 and main in kids.tolist():
-                k = kids.tolist().index(main)
-                carried = np.einsum("fij,fj->fi", r, u[:, k])
-                r = swing(carried, v[:, k]) @ r
-            rot[:, j] = r
-        elif parent >= 0:
-            rot[:, j] = rot[:, parent]
+            kids = kids[(np.linalg.norm(u, axis=-1) > 1e-12).all(axis=0)]
+        kids_of.append(kids)
+    # Joints of one depth depend only on their parents: one batched swing per depth.
+    for d in range(depth.max() + 1):
+        level = np.flatnonzero(depth == d)
+        single = np.array([j for j in level if len(kids_of[j]) == 1], dtype=int)
+        if single.size:
+            child = np.array([kids_of[j][0] for j in single])
+            u = original[:, child] - original[:, single]
+            v = adapted[:, child] - adapted[:, single]
+            par = parents[single]
+            base = np.where((par >= 0)[None, :, None, None], rot[:, np.maximum(par, 0)], eye[:, None])
+            carried = np.einsum("fkij,fkj->fki", base, u)
+            # Carry each bone with its parent, then swing it onto the new direction:
+            # its twist relative to the parent stays as it was.
+            rot[:, single] = swing(carried, v) @ base
+        for j in level:
+            kids = kids_of[j]
+            if len(kids) > 1:
+                u = original[:, kids] - original[:, j:j + 1]
+                v = adapted[:, kids] - adapted[:, j:j + 1]
+                r = kabsch(u, v)
+                # Collinear children leave the twist undetermined: fall back to a swing.
+                span = np.linalg.norm(cross(np.broadcast_to(u[:, :1], u[:, 1:].shape), u[:, 1:]),
+                                      axis=-1).max(axis=-1)
+                flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
+                if np.any(flat):
+                    r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))
+                main = -1 if primary is None else int(primary[j])
+                if main >= 0 and main in kids.tolist():
+                    k = kids.tolist().index(main)
+                    carried = np.einsum("fij,fj->fi", r, u[:, k])
+                    r = swing(carried, v[:, k]) @ r
+                rot[:, j] = r
+            elif len(kids) == 0 and parents[j] >= 0:
+                rot[:, j] = rot[:, parents[j]]
     return quat_from_matrix(rot)

@@ -120,7 +120,9 @@ def run(argv, blender_command=False):
     except OSError as e:
         return _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
     except RuntimeError as e:       # bpy operators report file errors this way
-        return _fail(str(e).strip().splitlines()[-1])
+        return _fail(str(e).strip().splitlines()[-1] if str(e).strip() else "Blender reported an error")
+    except Exception as e:          # a bug: still one line, never a traceback
+        return _fail(f"unexpected {type(e).__name__}: {e} (please report this)")
 
 
 def _ensure_registered():

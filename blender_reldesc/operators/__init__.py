@@ -71,6 +71,11 @@ class _JobOperator(_Target):
         except (RelDescError, Cancelled) as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}
+        except Exception as e:          # a bug: report it, the details go to the console
+            import traceback
+            traceback.print_exc()
+            self.report({'ERROR'}, f"Unexpected {type(e).__name__}: {e} (details in the system console)")
+            return {'CANCELLED'}
         self.finish(context, report)
         return {'FINISHED'}
 
@@ -90,6 +95,10 @@ class _JobOperator(_Target):
                 self._job.compute(self._progress)
             except (RelDescError, Cancelled) as e:
                 self._error = e
+            except Exception as e:      # a bug: keep the modal loop alive to report it
+                import traceback
+                traceback.print_exc()
+                self._error = RelDescError(f"Unexpected {type(e).__name__}: {e} (details in the system console)")
 
         self._thread = threading.Thread(target=work, daemon=True)
         self._thread.start()

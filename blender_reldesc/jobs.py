@@ -120,6 +120,28 @@ def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progre
     return BindJob(scene, arm, environment, body_height, radius_factor, warn).run(progress)
 
 
+def bound_objects(meta):
+    """The environment meshes of a stored binding; SceneError when they changed since bind."""
+    objects, _ = adapter.environment_objects(meta["environment"])
+    names = [ob.name for ob in objects]
+    if names != list(meta["objects"]):
+        raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
+                         f"({', '.join(names)} now, {', '.join(meta['objects'])} then): re-bind")
+    return objects
+
+
+def environment_status(meta):
+    """(matches, message) for the panel: a cheap check of names and, on meshes
+    without modifiers, vertex counts (the bake checks the evaluated geometry)."""
+    try:
+        objects = bound_objects(meta)
+    except SceneError as e:
+        return False, str(e)
+    if not all(ob.modifiers or len(ob.data.vertices) == v for ob, v in zip(objects, meta["vertex_counts"])):
+        return False, "environment topology changed since bind: re-bind"
+    return True, "Environment matches the binding"
+
+
 class Bound:
     """A stored binding read back with what the bake and the live preview need."""
 
@@ -136,13 +158,7 @@ class Bound:
         self.objects = self._objects()
 
     def _objects(self):
-        meta = self.meta
-        objects, _ = adapter.environment_objects(meta["environment"])
-        names = [ob.name for ob in objects]
-        if names != list(meta["objects"]):
-            raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
-                             f"({', '.join(names)} now, {', '.join(meta['objects'])} then): re-bind")
-        return objects
+        return bound_objects(self.meta)
 
     def check_counts(self, counts):
         if ([c[0] for c in counts] != list(self.meta["vertex_counts"])

@@ -287,9 +287,6 @@ class Collisions:
         for i, f in enumerate(frames.tolist()):
             self._frame[f] = (targets[i], allowed[i], clearance[i])
 
-    def forget(self, keep=()):
-        self._frame = {f: v for f, v in self._frame.items() if f in keep}
-
     def __call__(self, p, f):
         target, allowed, clearance = self._frame[f]
         moved = np.linalg.norm(p - target, axis=1)

@@ -75,6 +75,7 @@ class ContactPhase:
     profile: np.ndarray            # (3,) force actuation profile, Eq. 8
     axes: np.ndarray               # (3,3) principal axes u_i as rows
     limb: Limb = field(repr=False, default=None)
+    source_inside: np.ndarray = field(repr=False, default=None)   # limb samples already inside, source
 
     @property
     def middle(self):
@@ -144,6 +145,11 @@ def profile_along(chain_positions, u, normal, friction=FRICTION):
 
 # --- detection (§4.2.2) ------------------------------------------------------------
 
+def _limb_samples(chain, ts=(0.25, 0.5, 0.75)):
+    """Points along the bones of a limb chain (n,3), for collision tests."""
+    return np.concatenate([chain[:-1] + t * (chain[1:] - chain[:-1]) for t in ts])
+
+
 def _colliders(mesh, band):
     cache = {}
 
@@ -157,10 +163,9 @@ def _colliders(mesh, band):
     return get
 
 
-def _closest_all(mesh, points, band):
-    """closest() of (F,K,3) points against the mesh of each frame."""
+def _closest_all(get, mesh, points):
+    """closest() of (F,K,3) points against the mesh of each frame (colliders from ``get``)."""
     F, K, _ = points.shape
-    get = _colliders(mesh, band)
     if not mesh.animated:
         out = get(0).closest(points.reshape(-1, 3))
         return [x.reshape((F, K) + x.shape[1:]) for x in out]
@@ -198,7 +203,8 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     pts = motion[:, idx]
     # Effectors farther than 0.2 body heights from every surface are never in
     # contact (a joint's sole height is a few centimetres): a narrow search band.
-    sd, normal, tri, bary = _closest_all(binding.mesh, pts, 0.2 * H)
+    bind_get = _colliders(binding.mesh, 0.2 * H)
+    sd, normal, tri, bary = _closest_all(bind_get, binding.mesh, pts)
     dist = np.abs(sd)
     F = len(motion)
     vel = np.zeros((F, len(idx)))
@@ -226,7 +232,8 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
             corners = mesh_m[binding.mesh.triangles[tri[m, k]]]
             phases.append(ContactPhase(int(limb.effector), sk.names[limb.effector], int(s), int(e),
                                        int(tri[m, k]), bary[m, k].copy(), bary[m, k] @ corners, n.copy(),
-                                       float(d[m]), alpha, u, limb))
+                                       float(d[m]), alpha, u, limb,
+                                       bind_get(m).closest(_limb_samples(motion[m, limb.chain]))[0] < -0.02 * H))
     return phases
 
 
@@ -297,7 +304,6 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
-    original_get = _colliders(binding.mesh, 0.2 * H)
     out = []
     for ph in phases:
         limb, m = ph.limb, ph.middle
@@ -322,14 +328,8 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         if far:
             out.append((False, "unreachable"))
             continue
-        chain = positions[m, limb.chain]
-        samples = np.concatenate([chain[:-1] + t * (chain[1:] - chain[:-1]) for t in (0.25, 0.5, 0.75)])
-        inside = get(m).closest(samples)[0] < -margin
-        was = original_get(m).closest(np.concatenate(
-            [binding.motion[m, limb.chain][:-1] + t * (binding.motion[m, limb.chain][1:]
-                                                        - binding.motion[m, limb.chain][:-1])
-             for t in (0.25, 0.5, 0.75)]))[0] < -margin
-        if np.any(inside & ~was):
+        inside = get(m).closest(_limb_samples(positions[m, limb.chain]))[0] < -margin
+        if np.any(inside & ~ph.source_inside):              # new penetrations only
             out.append((False, "collision"))
             continue
         active = [q for q in phases if q.start <= m <= q.end]
@@ -466,8 +466,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         bucket = np.floor((score.max() - score) / max(0.2 * abs(score.max()), 1e-12))
         for c in np.lexsort((near_orig, bucket)):
             bent = fabrik(chain_m, goal[c], seg)
-            samples = np.concatenate([bent[:-1] + t * (bent[1:] - bent[:-1]) for t in (0.25, 0.5, 0.75, 1.0)])
-            if np.any(get(m).closest(samples)[0] < -margin):                                   # collision
+            if np.any(get(m).closest(_limb_samples(bent, (0.25, 0.5, 0.75, 1.0)))[0] < -margin):   # collision
                 continue
             now = _balance_excess(positions[m], np.array(support_pts + [goal[c]]), up)
             if now - then > 0.1 * H:                                                            # balance
@@ -534,25 +533,14 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         # Knock-on effects: a contact whose own surface did not move was only
         # disturbed by another one; it is held where it was, not moved.
         eps0 = 0.015 * binding.body_height if distance is None else float(distance)
-        kept = [i for i in todo if np.linalg.norm(contact_point(mesh, phases[i], phases[i].middle)[0]
-                                                  - phases[i].position) < eps0]
-        if kept:
-            keep_checks = [(True, None) if i not in kept else checks[i] for i in range(len(phases))]
-            _, keep_pins = plan_repositioning(binding, result.positions, mesh, phases, keep_checks,
-                                              result.bone_lengths, locked=set(kept), friction=friction, up=up)
-            pins = np.where(np.isnan(keep_pins), pins, keep_pins) if pins is not None else keep_pins
-            for i in kept:
-                outcomes[i] = Outcome(phases[i], "valid", None, phases[i].position, None)
-                done.add(i)
-            todo = [i for i in todo if i not in kept]
-            if not todo:
-                result = adapt(binding, mesh, pins=pins, **options)
-                continue
-        round_checks = [(True, None) if i not in todo else checks[i] for i in range(len(phases))]
+        kept = {i for i in todo if np.linalg.norm(contact_point(mesh, phases[i], phases[i].middle)[0]
+                                                  - phases[i].position) < eps0}
+        round_checks = [checks[i] if i in todo else (True, None) for i in range(len(phases))]
         planned, new_pins = plan_repositioning(binding, result.positions, mesh, phases, round_checks,
-                                               result.bone_lengths, locked, ignored, friction, up)
+                                               result.bone_lengths, set(locked) | kept, ignored, friction, up)
         for i in todo:
-            outcomes[i] = planned[i]
+            outcomes[i] = (Outcome(phases[i], "valid", None, phases[i].position, None) if i in kept
+                           else planned[i])
             done.add(i)
         pins = new_pins if pins is None else np.where(np.isnan(new_pins), pins, new_pins)
         result = adapt(binding, mesh, pins=pins, **options)

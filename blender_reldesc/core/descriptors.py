@@ -48,10 +48,6 @@ class Coefficients:
     coeff: np.ndarray
     proximity: np.ndarray
 
-    @property
-    def nbytes(self):
-        return sum(a.nbytes for a in (self.frame, self.joint, self.desc, self.weight, self.coeff,
-                                      self.proximity))
 
 
 def frames_of(mesh, tri, bary, f):
@@ -137,14 +133,16 @@ class CoefficientCache:
         self.blocks = {}
         self.entries = 0
 
+    def _compute(self, start, count):
+        b = self.binding
+        d0 = b.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * b.body_height
+        return compute_coefficients(b.motion, b.mesh, b.triangles, b.barycentrics, b.body_height, d0,
+                                    start, count)
+
     def block(self, start):
         c = self.blocks.get(start)
         if c is None:
-            b = self.binding
-            F = b.frame_count
-            d0 = b.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * b.body_height
-            c = compute_coefficients(b.motion, b.mesh, b.triangles, b.barycentrics, b.body_height, d0,
-                                     start, min(BLOCK_FRAMES, F - start))
+            c = self._compute(start, min(BLOCK_FRAMES, self.binding.frame_count - start))
             if self.entries + len(c.weight) <= CACHE_ENTRIES:
                 self.blocks[start] = c
                 self.entries += len(c.weight)
@@ -158,10 +156,7 @@ class CoefficientCache:
         """
         first = (start // BLOCK_FRAMES) * BLOCK_FRAMES
         if 1 < stop - start <= SHORT_SPAN and first not in self.blocks and stop <= first + BLOCK_FRAMES:
-            b = self.binding
-            d0 = b.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * b.body_height
-            return [compute_coefficients(b.motion, b.mesh, b.triangles, b.barycentrics, b.body_height, d0,
-                                         start, stop - start)]
+            return [self._compute(start, stop - start)]
         return [self.block(s) for s in range(first, stop, BLOCK_FRAMES)]
 
 

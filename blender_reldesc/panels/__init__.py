@@ -3,6 +3,7 @@
 import bpy
 
 from .. import adapter
+from ..jobs import environment_status
 
 
 class RELDESC_PT_main(bpy.types.Panel):
@@ -32,7 +33,8 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.label(text=f"'{meta['action']}' on '{meta['environment']}'", icon='ACTION')
             box.label(text=f"{meta['descriptors']} descriptors, frames {meta['frame_start']}-{meta['frame_end']}")
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
-            box.label(text=topology_status(meta), icon='CHECKMARK' if topology_ok(meta) else 'ERROR')
+            ok, message = environment_status(meta)
+            box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
         row = layout.row(align=True)
         row.enabled = meta is not None
         row.operator("reldesc.bake", icon='REC')
@@ -119,21 +121,6 @@ class RELDESC_PT_diagnostics(_SubPanel, bpy.types.Panel):
             row.label(text="Worst:")
             for f in s.last_worst_frames.split():
                 row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
-
-
-def topology_ok(meta):
-    coll = bpy.data.collections.get(meta["environment"])
-    if coll is None:
-        return False
-    meshes = sorted((ob for ob in coll.all_objects if ob.type == 'MESH'), key=lambda ob: ob.name)
-    if [ob.name for ob in meshes] != list(meta["objects"]):
-        return False
-    # Cheap check on meshes without modifiers; the bake checks the evaluated geometry.
-    return all(ob.modifiers or len(ob.data.vertices) == v for ob, v in zip(meshes, meta["vertex_counts"]))
-
-
-def topology_status(meta):
-    return "Environment matches the binding" if topology_ok(meta) else "Environment changed: re-bind"
 
 
 class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):

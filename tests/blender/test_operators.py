@@ -41,7 +41,7 @@ def test_bind_and_bake_reproduce_the_core_within_a_millimetre(scene):
     assert scene.reldesc.last_frames == 40
 
 
-def test_rebake_replaces_the_adapted_action_and_undo_data_stays_consistent(scene):
+def test_rebake_replaces_the_adapted_action(scene):
     scene, arm, *_ = scene
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
     bpy.ops.reldesc.bake(armature="Walker")

@@ -464,8 +464,8 @@ def read_motion_fk(arm, action, frames, rig, tail_bones):
     Valid only when ``fk_blockers`` is empty (no constraints, drivers, NLA,
     animated object transform or special inheritance).
     """
-    from .core.armature import pose_from_basis
-    from .core.rotations import matrix_from_quat
+    from .core.skeleton.armature import pose_from_basis
+    from .core.skeleton.rotations import matrix_from_quat
     from scipy.spatial.transform import Rotation
     F, B = len(frames), len(rig.names)
     index = {n: i for i, n in enumerate(rig.names)}

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import adapter, jobs
 from .core import synthetic as S
-from .core.armature import adapted_pose, basis_from_pose, joint_layout, split_basis
+from .core.skeleton.armature import adapted_pose, basis_from_pose, joint_layout, split_basis
 
 BEAM_X = 3.0
 

@@ -18,9 +18,9 @@ import json
 
 from .core import Binding, TriMesh, adapt, bind
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
-from .core.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat, joint_layout,
+from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat, joint_layout,
                             primary_children, split_basis)
-from .core.rotations import matrix_from_quat, quat_from_matrix
+from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
 
 ADAPTED_SUFFIX = ".adapted"
 

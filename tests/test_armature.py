@@ -3,9 +3,9 @@
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from blender_reldesc.core.armature import (adapted_pose, basis_from_pose, euler_from_quat, joint_layout,
+from blender_reldesc.core.skeleton.armature import (adapted_pose, basis_from_pose, euler_from_quat, joint_layout,
                                            pose_from_basis, split_basis)
-from blender_reldesc.core.rotations import matrix_from_quat
+from blender_reldesc.core.skeleton.rotations import matrix_from_quat
 
 
 def _chain():

@@ -4,7 +4,7 @@ import numpy as np
 
 from blender_reldesc.core import recover_rotations
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.rotations import matrix_from_quat, quat_from_matrix, swing
+from blender_reldesc.core.skeleton.rotations import matrix_from_quat, quat_from_matrix, swing
 
 from core_helpers import random_rotation
 

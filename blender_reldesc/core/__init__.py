@@ -15,7 +15,7 @@ from .binding import Binding, bind, measure_body_height
 from .errors import (BindingError, Cancelled, InputError, MeshError, RelDescError, SkeletonError,
                      TopologyError)
 from .mesh import TriMesh
-from .rotations import recover_rotations
+from .skeleton.rotations import recover_rotations
 from .skeleton import Skeleton
 
 __all__ = [

@@ -177,7 +177,7 @@ class Warper:
         return out
 
     def _limit_hinges(self, p, f):
-        from .rotations import kabsch
+        from .skeleton.rotations import kabsch
         joints, bend, axis, anchors = self.hinges
         a, k, c = p[joints[:, 0]], p[joints[:, 1]], p[joints[:, 2]]
         u = c - a

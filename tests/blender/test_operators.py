@@ -141,7 +141,7 @@ def test_euler_bones_are_baked_in_their_own_rotation_mode(scene):
     walk = demo.animate_walk(arm, 40)
     rig = adapter.read_rig(arm)
     # animate_walk keys quaternions: convert the action to the bones' Euler mode.
-    from blender_reldesc.core.armature import euler_from_quat
+    from blender_reldesc.core.skeleton.armature import euler_from_quat
     from blender_reldesc.adapter import _fcurves
     q = np.zeros((40, len(rig.names), 4))
     for fc in _fcurves(walk):
@@ -183,7 +183,7 @@ def test_fast_forward_kinematics_agrees_with_blender_evaluation(scene, mode):
         # Re-key every bone in ``mode`` from the evaluated quaternion pose.
         frames = np.arange(1, 41)
         _, pose, _ = adapter.read_motion(scene, arm, frames, np.zeros(0, int))
-        from blender_reldesc.core.armature import axis_angle_from_quat, basis_from_pose, euler_from_quat, split_basis
+        from blender_reldesc.core.skeleton.armature import axis_angle_from_quat, basis_from_pose, euler_from_quat, split_basis
         q, loc = split_basis(basis_from_pose(rig.rest, rig.parents, pose))
         for pb in arm.pose.bones:
             pb.rotation_mode = mode

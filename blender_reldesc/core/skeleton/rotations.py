@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .geometry import cross, dot, normalize
+from ..geometry import cross, dot, normalize
 
 
 def quat_from_matrix(m):

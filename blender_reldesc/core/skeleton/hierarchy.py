@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from .errors import SkeletonError
+from ..errors import SkeletonError
 
 
 class Skeleton:

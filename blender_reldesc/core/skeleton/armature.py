@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations
-from .skeleton import Skeleton
+from .hierarchy import Skeleton
 
 
 def primary_children(bone_parents, connected):

@@ -26,7 +26,7 @@ def test_a_knee_pulled_backwards_is_reflected_forwards():
     affinity[:, 2] = 1.0                            # and held there hard
     free = Warper(rig.edges, rig.edge_lengths, 1.0, hinges=None).run(targets, motion[0], affinity)
     limited = rig.warper().run(targets, motion[0], affinity)
-    assert rig.warper().hinges is not None and rig.warper().hinges[0].tolist() == [[1, 2, 3]]
+    assert rig.warper().hinges is not None and rig.warper().hinges[0].triples.tolist() == [[1, 2, 3]]
     assert np.all(free[:, 2, 0] < 0)                # without the limit the knee bends backwards
     assert np.all(limited[:, 2, 0] > 0)             # with it, forwards again
     for out in (free, limited):                     # either way bone lengths hold

@@ -8,15 +8,19 @@ playing forward gives exactly what ``adapt`` gives.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import constants as C
-from .binding import Binding, _check_bones, _check_mesh_frames
+from .binding import Binding, _check_mesh_frames
 from .errors import InputError, TopologyError
 from .mesh import TriMesh
 from .proximity import Collider
+from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives,
+                              zero_length)
+from .skeleton.rotations import kabsch
 from .solver import Warper
 
 
@@ -35,6 +39,11 @@ class AdaptResult:
         what the recovered rotations give.
     target_residual : (F,) mean distance from joints to their targets.
     bone_lengths : (F,J) the bone lengths the solver aimed for.
+    joint_limit_violation : (F,) degrees, the largest bend past a joint's
+        limit on each frame (0 where none; see ``skeleton.joints.BendLimits``).
+    joint_limit_violations : (F,J) degrees per joint.
+    unbound_joints : {joint name: frames} for joints that had no weighted
+        descriptor on some frames and followed the body rigidly there.
     """
 
     positions: np.ndarray
@@ -43,6 +52,13 @@ class AdaptResult:
     bone_length_error: np.ndarray
     target_residual: np.ndarray
     bone_lengths: np.ndarray
+    joint_limit_violations: np.ndarray = None
+    unbound_joints: dict = None
+
+    @property
+    def joint_limit_violation(self):
+        return self.joint_limit_violations.max(axis=1) if self.joint_limit_violations.size else \
+            np.zeros(len(self.positions))
 
 
 def _per_joint(skeleton, value, what, lo=None, hi=None):
@@ -94,7 +110,7 @@ class Rig:
     """
 
     def __init__(self, binding, bone_lengths=None, affinity_override=None, vertex_influence=None,
-                 pins=None, solver_options=None):
+                 pins=None, solver_options=None, hinges=None):
         if not isinstance(binding, Binding):
             raise InputError("binding must be a Binding from bind() or Binding.load()")
         self.binding = binding
@@ -124,21 +140,29 @@ class Rig:
                 raise InputError("pins contain inf; use NaN for free joints")
         self.pins = pins
         self.solver_options = dict(solver_options or {})
+        self.unbound = {}
 
-        zero = _check_bones(skeleton, motion, H)
+        # Coincident joints (bones of zero length, e.g. Rigify's pelvis) are glued to their
+        # parent; their children hang from the parent, their representative.
+        zero = zero_length(skeleton, motion, H)
+        self.zero = zero
+        rep = representatives(skeleton, zero)
         src = skeleton.bone_lengths(motion)                                     # (F,J)
         scale = np.ones(J)
         given = ~np.isnan(new_len) & (skeleton.parents >= 0) & ~zero
         scale[given] = new_len[given] / src.mean(axis=0)[given]
         self.lengths = src * scale
+        self.scale = scale
         bones = skeleton.bones
-        self.bones = bones[~zero[bones[:, 1]]]
-        links = skeleton.rigidity_links()
-        links = links[~zero[links].any(axis=1)] if len(links) else links
+        bones = bones[~zero[bones[:, 1]]]
+        self.bones = np.stack([rep[bones[:, 0]], bones[:, 1]], axis=1) if len(bones) else bones
+        kids = effective_children(skeleton, zero)
+        links = np.asarray([pair for j in range(J) if not zero[j]
+                            for pair in itertools.combinations(kids[j].tolist(), 2)], np.int64).reshape(-1, 2)
         self.edges = np.concatenate([self.bones, links]).astype(np.int64)
         edge_len = [self.lengths[:, self.bones[:, 1]]]
         if len(links):
-            p = skeleton.parents[links[:, 0]]
+            p = rep[skeleton.parents[links[:, 0]]]
             ua, ub = motion[:, links[:, 0]] - motion[:, p], motion[:, links[:, 1]] - motion[:, p]
             la, lb = self.lengths[:, links[:, 0]], self.lengths[:, links[:, 1]]
             na, nb = np.linalg.norm(ua, axis=-1), np.linalg.norm(ub, axis=-1)
@@ -148,64 +172,111 @@ class Rig:
         rank = np.argsort(skeleton.order)
         glue = np.stack([np.flatnonzero(zero), skeleton.parents[zero]], axis=1)
         self.glue = glue[np.argsort(rank[glue[:, 0]])] if len(glue) else glue
+        modes = {}
+        for name, mode in (hinges or {}).items():
+            mode = str(mode).upper()
+            if mode not in ("AUTO", "ON", "OFF"):
+                raise InputError(f"hinge mode for '{name}' must be AUTO, ON or OFF, got {mode!r}")
+            modes[skeleton.index(name) if isinstance(name, str) else int(name)] = mode
+        self.hinges = Hinges.detect(skeleton, motion, H, zero, modes)
+        self.limits = BendLimits.learn(skeleton, motion, zero,
+                                       () if self.hinges is None else self.hinges.triples[:, 1])
 
-    def _hinges(self):
-        """Knees and elbows (by name) with the source's bend direction per frame."""
-        sk, motion, H = self.binding.skeleton, self.binding.motion, self.binding.body_height
-        triples = []
-        for j, name in enumerate(sk.names):
-            low = name.lower()
-            kids = sk.children(j)
-            if (any(w in low for w in C.HINGE_WORDS) and not any(w in low for w in C.HINGE_EXCLUDE)
-                    and sk.parents[j] >= 0 and len(kids) == 1):
-                triples.append((sk.parents[j], j, kids[0]))
-        if not triples:
-            return None
-        t = np.array(triples)
-        a, k, c = motion[:, t[:, 0]], motion[:, t[:, 1]], motion[:, t[:, 2]]
-        u = c - a
-        u /= np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-300)
-        rel = k - a
-        b = rel - np.einsum("fhi,fhi->fh", rel, u)[..., None] * u
-        n = np.linalg.norm(b, axis=-1, keepdims=True)
-        b = np.where(n > C.HINGE_STRAIGHT * H, b / np.maximum(n, 1e-300), 0.0)
-        anchors, which = [], []
-        for parent, _, _ in triples:
-            anchor = sk.parents[parent]
-            while anchor >= 0 and len(sk.children(anchor)) < 2:
-                anchor = sk.parents[anchor]
-            if anchor < 0:
-                return None          # a limb that hangs from nothing rigid: no reference frame
-            if anchor not in [a for a, _, _ in anchors]:
-                kids = sk.children(anchor)
-                anchors.append((anchor, kids, motion[:, kids] - motion[:, anchor:anchor + 1]))
-            which.append([a for a, _, _ in anchors].index(anchor))
-        return t, b, u, (anchors, np.array(which))
+    def unbound_names(self):
+        """{joint name: frames} of joints that followed the body rigidly for lack of descriptors."""
+        return {self.binding.skeleton.names[j]: n for j, n in sorted(self.unbound.items())}
+
+    @property
+    def hinge_names(self):
+        """Names of the joints treated as hinges."""
+        if self.hinges is None:
+            return []
+        return [self.binding.skeleton.names[k] for k in self.hinges.triples[:, 1].tolist()]
+
+    def limit_violations(self, positions, frames):
+        """(n,J) degrees by which each joint of ``positions`` bends past its limit."""
+        out = np.zeros(positions.shape[:2])
+        if len(self.limits):
+            np.maximum.at(out, (slice(None), self.limits.joint), self.limits.violation(positions))
+        return out
 
     def targets(self, mesh, frames=None):
         """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.
 
-        A joint with no weighted descriptor follows its parent's target with
-        its original offset (a root: its original position).
+        A joint with no weighted descriptor follows the body rigidly: the
+        best-fit rigid motion of the joints that have targets, applied to its
+        source offset from its parent (a root: to its source position), so a
+        rigid edit of the environment moves it rigidly too. Such joints are
+        counted in ``self.unbound`` {joint: frames}.
         """
         b = self.binding
         frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
         targets, affinity = b.targets(mesh, frames, self.influence)
-        motion = b.motion[frames]
-        for j in b.skeleton.order.tolist():
-            missing = np.isnan(targets[:, j, 0])
-            if missing.any():
-                parent = b.skeleton.parents[j]
-                targets[missing, j] = motion[missing, j] if parent < 0 else (
-                    targets[missing, parent] + motion[missing, j] - motion[missing, parent])
+        missing = np.isnan(targets[..., 0])
+        if missing.any():
+            self._follow_rigidly(targets, missing, b.motion[frames])
+        if np.any(self.scale != 1.0):
+            targets += self._morphology_shift(b.motion[frames], targets, affinity)
         has = ~np.isnan(self.override)
         affinity[:, has] = self.override[has]
         return targets, affinity
 
+    def _morphology_shift(self, motion, targets, affinity):
+        """(n,J,3) how changed bone lengths move each joint's target.
+
+        The source pose is rebuilt with the new bone lengths (each bone vector
+        scaled, parents first) and the change of every joint is taken relative
+        to the joints in contact (weighted by affinity⁴), so a character with
+        longer legs stands taller on the same floor instead of bending its
+        knees further. The shift is turned with the best-fit rotation of the
+        source onto its targets, so a rigid edit of the scene turns it too.
+        """
+        sk = self.binding.skeleton
+        morphed = motion.copy()
+        for j in sk.order.tolist():
+            p = sk.parents[j]
+            if p >= 0:
+                morphed[:, j] = morphed[:, p] + (motion[:, j] - motion[:, p]) * self.scale[j]
+        shift = morphed - motion
+        w = affinity ** 4 + 1e-12
+        shift -= np.einsum("fj,fjd->fd", w, shift)[:, None] / w.sum(axis=1)[:, None, None]
+        cs, cd = motion.mean(axis=1, keepdims=True), targets.mean(axis=1, keepdims=True)
+        rot = kabsch(motion - cs, targets - cd)
+        return np.einsum("fij,fkj->fki", rot, shift)
+
+    def _follow_rigidly(self, targets, missing, motion):
+        sk = self.binding.skeleton
+        rows = np.flatnonzero(missing.any(axis=1))
+        rot = np.broadcast_to(np.eye(3), (len(rows), 3, 3)).copy()
+        shift = np.zeros((len(rows), 3))
+        for i, f in enumerate(rows.tolist()):
+            known = ~missing[f]
+            if not known.any():
+                continue
+            src, dst = motion[f, known], targets[f, known]
+            cs, cd = src.mean(axis=0), dst.mean(axis=0)
+            if known.sum() >= 3:
+                rot[i] = kabsch((src - cs)[None], (dst - cd)[None])[0]
+            shift[i] = cd - rot[i] @ cs
+        for j in sk.order.tolist():
+            miss = missing[rows, j]
+            if not miss.any():
+                continue
+            r = rows[miss]
+            self.unbound[j] = self.unbound.get(j, 0) + int(miss.sum())
+            parent = sk.parents[j]
+            if parent < 0:
+                targets[r, j] = np.einsum("fij,fj->fi", rot[miss], motion[r, j]) + shift[miss]
+            else:
+                targets[r, j] = targets[r, parent] + np.einsum("fij,fj->fi", rot[miss],
+                                                               motion[r, j] - motion[r, parent])
+
     def warper(self, collide=None):
         options = dict(self.solver_options)
         if "hinges" not in options:
-            options["hinges"] = self._hinges()
+            options["hinges"] = None if self.hinges is None else (self.hinges, self.binding.motion)
+        if "limits" not in options and len(self.limits):
+            options["limits"] = (self.limits.pairs, self.limits.min_distance(self.lengths))
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
                       pins=self.pins, collide=collide, **options)
 
@@ -303,7 +374,7 @@ class Collisions:
 
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
-          pins=None, collisions=True, solver_options=None, progress=None):
+          pins=None, collisions=True, solver_options=None, progress=None, hinges=None):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -324,12 +395,14 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     solver_options : optional dict of ``solver.Warper`` settings (substeps,
         iterations, final_iterations, feed_forward).
     progress : optional callable ``(done, total)``; returning False cancels.
+    hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found
+        from the motion (AUTO); ON forces a joint to be a hinge, OFF never.
 
     Returns
     -------
     AdaptResult.
     """
-    rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, solver_options)
+    rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, solver_options, hinges)
     check_topology(binding, deformed_mesh)
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
@@ -341,7 +414,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
-    return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths)
+    return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
+                       rig.limit_violations(positions, frames), rig.unbound_names())
 
 
 class LiveSession:

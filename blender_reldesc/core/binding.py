@@ -46,18 +46,6 @@ def measure_body_height(motion):
     return float(np.median(extent.max(axis=1)))
 
 
-def _check_bones(skeleton, motion, body_height):
-    """Zero-length bones: allowed on leaves (returned for gluing), fatal elsewhere."""
-    mean = skeleton.bone_lengths(motion).mean(axis=0)
-    zero = (skeleton.parents >= 0) & (mean <= C.ZERO_LENGTH * body_height)
-    leaves = set(skeleton.leaves.tolist())
-    bad = [skeleton.names[j] for j in np.flatnonzero(zero) if j not in leaves]
-    if bad:
-        raise SkeletonError(f"bone(s) of zero length that have children: {', '.join(bad)}; "
-                            "give them a length or remove them from the skeleton")
-    return zero
-
-
 def _check_mesh_frames(mesh, frames, what):
     if mesh.animated and mesh.frame_count != frames:
         raise InputError(f"the {what} mesh is animated over {mesh.frame_count} frames but the motion "
@@ -212,7 +200,6 @@ def bind(skeleton, motion, mesh, body_height=None, *, radius_factor=C.RADIUS_FAC
                         ("max_distance_fraction", max_distance_fraction)):
         if not (np.isfinite(value) and value > 0):
             raise InputError(f"{name} must be a positive number, got {value}")
-    _check_bones(skeleton, motion, body_height)
 
     max_distance = max_distance_fraction * body_height
     tolerance = C.NEWTON_TOLERANCE * body_height

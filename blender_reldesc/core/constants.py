@@ -41,12 +41,37 @@ AFFINITY_FLOOR = 1e-3
 STATIC_TOLERANCE = 1e-10
 STATIC_MAX_STEPS = 4000
 
-#: Hinge joints (paper §8: knees and elbows) are found by name: a joint whose
-#: lower-case name contains one of HINGE_WORDS and none of HINGE_EXCLUDE.
-HINGE_WORDS = ("knee", "elbow", "shin", "calf", "forearm", "lowerleg", "lowerarm", "leg")
-HINGE_EXCLUDE = ("upleg", "upperleg", "thigh", "upper")
-#: A hinge closer than this (times body height) to straight has no bend side.
-HINGE_STRAIGHT = 0.01
+#: Hinges (paper §8: knees and elbows) are found from the motion
+#: (``skeleton.joints.Hinges``): a joint with one child whose bend normal, in
+#: the frame of the body part its limb hangs from, agrees over the clip.
+#: Frames bent less than this are "straight": they neither count for the
+#: detection nor are ever reflected (a limb held straight or hyperextended by
+#: the source must not flip).
+HINGE_BEND_MIN_DEGREES = 10.0
+#: A hinge bends more than HINGE_BEND_MIN_DEGREES on at least this fraction of frames...
+HINGE_MIN_FRACTION = 0.1
+#: ...with bend normals whose mean resultant length is at least this (1 = one plane, one side).
+HINGE_COHERENCE = 0.8
+#: An anchor (the body part a limb hangs from) is usable where the second
+#: singular value of its child offsets' scatter is at least this times the
+#: first: collinear children leave the rotation about their line undefined.
+ANCHOR_CONDITION = 1e-3
+
+#: Bend limits (``skeleton.joints.BendLimits``): a chain joint bends at most
+#: the source's largest bend plus BEND_MARGIN_DEGREES, and never less than
+#: BEND_MIN_LIMIT_DEGREES (so a spine can curl into a duck: four spine joints
+#: at 35° make a 140° curl); hinges up to HINGE_LIMIT_DEGREES (a deep crouch).
+BEND_MARGIN_DEGREES = 25.0
+BEND_MIN_LIMIT_DEGREES = 35.0
+#: Limb joints beyond the trunk (wrists, ankles, fingers, toes) may always bend this far.
+LIMB_MIN_LIMIT_DEGREES = 90.0
+#: From a branch point, the child chain within this angle of the bone above it
+#: continues the trunk (the neck and head above the chest).
+TRUNK_CONTINUE_DEGREES = 30.0
+HINGE_LIMIT_DEGREES = 160.0
+#: A joint whose children continue its parent bone within this angle (median
+#: frame) is a chain joint; larger angles are branches (hips to thighs).
+CHAIN_MAX_REST_DEGREES = 45.0
 
 # --- Numerical tolerances -------------------------------------------------------
 #: Triangles whose doubled area is below this times the squared bounding-box

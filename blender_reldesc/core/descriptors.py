@@ -23,6 +23,8 @@ from .geometry import descriptor_frames, dot
 BLOCK_FRAMES = 128
 #: Spans up to this many frames whose block is not cached are computed alone.
 SHORT_SPAN = 16
+#: Relative rounding of float32 products, with room (2**-23 is one ulp).
+_F32_ROUNDING = 8.0 * 2.0 ** -23
 #: Entries of the coefficient table kept in memory (30 bytes each: 300 MB).
 CACHE_ENTRIES = 10_000_000
 
@@ -79,10 +81,12 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
             d, n, t, b = (x[None] for x in static)
         else:
             d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in fs)))
-        # Which (frame, joint, descriptor) triples get a weight, from two
+        # Which (frame, joint, descriptor) triples may get a weight, from two
         # matrix products in float32 around a local centre (|p|^2 + |d|^2 -
-        # 2 p.d and n.(p - d)); the few that do are then computed exactly.
-        centre = d.reshape(-1, 3).mean(axis=0)
+        # 2 p.d and n.(p - d)), with a slack for float32 rounding; the few
+        # candidates are then computed exactly in float64, r1 included, so the
+        # weights do not depend on how far the scene is from the origin.
+        centre = motion[fs].reshape(-1, 3).mean(axis=0)
         p = (motion[fs] - centre).astype(np.float32)                          # (f,J,3)
         dc = (d - centre).astype(np.float32)
         n32 = n.astype(np.float32)
@@ -98,16 +102,22 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
         d2 *= -2.0
         d2 += dot(p, p)[:, :, None]
         d2 += dot(dc, dc)[:, None, :]
-        front = num > 0
-        # r1: distance to the closest descriptor the joint is in front of.
-        r1 = np.sqrt(np.maximum(np.where(front, d2, np.inf).min(axis=-1, keepdims=True), 0.0))
-        keep = front & (d2 < (r1 + np.float32(window * (1 + 1e-5))) ** 2)
+        reach = float(np.abs(p).max() + np.abs(dc).max()) * np.sqrt(3.0)
+        slack_n = np.float32(_F32_ROUNDING * reach)
+        slack_d2 = np.float32(_F32_ROUNDING * 4.0 * reach * reach)
+        front = num > -slack_n
+        # r1: distance to the closest descriptor the joint is in front of (a lower bound here).
+        r1 = np.sqrt(np.maximum(np.where(front, d2, np.inf).min(axis=-1, keepdims=True) - slack_d2, 0.0))
+        keep = front & (d2 < (r1 + np.float32(window * (1 + 1e-5))) ** 2 + slack_d2)
         fi, ji, di = np.nonzero(keep)
         src = fi if static is None else np.zeros_like(fi)
         rel = motion[fs[fi], ji] - d[src, di]
         dk = np.linalg.norm(rel, axis=-1)
         alpha = dot(rel, n[src, di])
-        r1k = r1[fi, ji, 0].astype(float)
+        r1x = np.full(len(fs) * J, np.inf)
+        ahead = alpha > 0
+        np.minimum.at(r1x, (fi * J + ji)[ahead], dk[ahead])
+        r1k = r1x[fi * J + ji]
         facing = np.where(dk > 0, alpha / np.where(dk > 0, dk, 1.0), 1.0)     # Eq. 3
         fade = np.clip(1.0 - (dk - r1k) / window, 0.0, 1.0)                   # Eq. 5
         w = facing * fade                                                     # Eq. 4

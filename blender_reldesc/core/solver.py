@@ -58,15 +58,15 @@ class Warper:
         (product improvement: the paper's N_c = 3 leaves 0.16 % mean
         bone-length error on a sculpted terrain; 12 sweeps there leave
         0.03 %, at no visible cost in target tracking).
-    hinges : optional ``(joints (H,3), bend (F,H,3), axis (F,H,3), anchors)``:
-        hinge joints (parent, hinge, child) such as knees and elbows, with the
-        source's unit bend direction (zero where the limb is straight) and
-        unit parent-to-child axis per frame, and ``(anchors, which)``: the
-        distinct anchors ``(anchor joint, child joints (K,), source offsets
-        (F,K,3))`` and the anchor of each hinge, the body part the limb hangs from, whose best-fit rotation carries the
-        source bend into the current pose (paper §8: hinge limits). A hinge
-        that ends a frame bent the other way is reflected back across its
-        parent-child axis, which keeps both bone lengths.
+    hinges : optional ``(skeleton.joints.Hinges, source motion (F,J,3))``:
+        hinges found from the source (paper §8: hinge limits). A hinge that
+        ends a frame bent against the source's bend, carried with the body
+        part its limb hangs from, is reflected back across its parent-child
+        axis, which keeps both bone lengths.
+    limits : optional ``(pairs (P,2), min_distance (F,P))``: bend limits as
+        inequality constraints |p_c - p_a| >= min_distance between a joint's
+        parent and child (``skeleton.joints.BendLimits``), projected with the
+        same affinity shares as Eq. 11 and only when violated.
     feed_forward : start each frame from the previous result advanced by the
         targets' motion (product improvement, see the module docstring);
         False is the paper's scheme, kept for comparison in the benchmarks.
@@ -74,7 +74,7 @@ class Warper:
 
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
-                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None):
+                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         # Sort the edges by colour so each group is a contiguous slice.
@@ -93,6 +93,14 @@ class Warper:
         self.final_iterations = max(iterations, final_iterations)
         self.feed_forward = feed_forward
         self.hinges = hinges
+        self.limits = None
+        if limits is not None and len(limits[0]):
+            pairs = np.asarray(limits[0], np.int64)
+            lim_groups = color_edges(pairs, int(pairs.max()) + 1)
+            lim_order = np.concatenate(lim_groups)
+            bounds = np.cumsum([0] + [len(g) for g in lim_groups])
+            self.limits = (pairs[lim_order], np.asarray(limits[1], float)[:, lim_order],
+                           [slice(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])])
 
     def _prepare(self, f, affinity):
         """Per-frame arrays, built once and reused by every sweep of frame f."""
@@ -106,19 +114,30 @@ class Warper:
         for sl in self.slices:
             a, b, sh = a_all[sl], b_all[sl], share[sl]
             groups.append((np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
-                           np.tile(self.lengths[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None]))
+                           np.tile(self.lengths[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None], False))
         held = None
         if self.pins is not None:
             idx = np.flatnonzero(~np.isnan(self.pins[f, :, 0]))
             held = (idx, self.pins[f, idx]) if idx.size else None
+        if self.limits is not None:
+            pairs, dmin, slices = self.limits
+            ls = s[pairs[:, 0]] / (s[pairs[:, 0]] + s[pairs[:, 1]])
+            for sl in slices:
+                a, b, sh = pairs[sl, 0], pairs[sl, 1], ls[sl]
+                # Limits first, so each sweep ends on the bone lengths.
+                groups.insert(0, (np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
+                                  np.tile(dmin[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None], True))
         damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
         return groups, held, damping
 
     def _sweep(self, p, groups, held):
-        for a, b, moved, L, share in groups:
+        for a, b, moved, L, share, at_least in groups:
             delta = p[b] - p[a]
             dist = np.sqrt(np.einsum("ij,ij->i", delta, delta))
-            corr = ((L - dist) / np.maximum(dist, 1e-300))[:, None] * delta
+            gap = L - dist
+            if at_least:                                              # bend limit: push apart only
+                gap = np.maximum(gap, 0.0)
+            corr = (gap / np.maximum(dist, 1e-300))[:, None] * delta
             p[moved] += share * corr                                  # Eq. 11, both ends
         if held is not None:
             p[held[0]] = held[1]
@@ -177,30 +196,11 @@ class Warper:
         return out
 
     def _limit_hinges(self, p, f):
-        from .skeleton.rotations import kabsch
-        joints, bend, axis, anchors = self.hinges
-        a, k, c = p[joints[:, 0]], p[joints[:, 1]], p[joints[:, 2]]
-        u = c - a
-        u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
-        # The source bend and axis turned with the body part the limb hangs from,
-        # then by the smallest rotation from that axis to the current one.
-        parts, which = anchors
-        rot = np.stack([kabsch(src[f], p[kids] - p[anchor]) for anchor, kids, src in parts])[which]
-        u0 = np.einsum("hij,hj->hi", rot, axis[f])
-        b0 = np.einsum("hij,hj->hi", rot, bend[f])
-        cross = np.cross(u0, u)
-        cos = np.einsum("ij,ij->i", u0, u)
-        want = (b0 * cos[:, None] + np.cross(cross, b0)
-                + cross * (np.einsum("ij,ij->i", cross, b0) / np.maximum(1.0 + cos, 1e-12))[:, None])
-        rel = k - a
-        side = np.einsum("ij,ij->i", rel, want)
-        flip = (side < 0) & (np.einsum("ij,ij->i", b0, b0) > 0)
+        hinges, motion = self.hinges
+        free = None
         if self.pins is not None:
-            flip &= np.isnan(self.pins[f, joints[:, 1], 0])            # a pinned knee stays pinned
-        if flip.any():
-            w = want[flip] / np.maximum(np.linalg.norm(want[flip], axis=1, keepdims=True), 1e-300)
-            p[joints[flip, 1]] = k[flip] - 2.0 * side[flip, None] * w
-        return p
+            free = np.isnan(self.pins[f, hinges.triples[:, 1], 0])       # a pinned knee stays pinned
+        return hinges.limit(p, motion, f, free)
 
     def _glue(self, p):
         for j, parent in self.glue.tolist():

@@ -7,6 +7,8 @@ grids, and boxes. Z is up, the character walks along +X. Metres.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from .skeleton import Skeleton
@@ -239,3 +241,215 @@ def stepping_stones(frames=120, stone_height=0.2, floor=True):
     for (a, b), (cx, cy) in zip(ranges[1 if floor else 0:], plants):
         stones.append((a, b, np.array([cx, cy, stone_height])))
     return skel, motion, verts, tris, stones
+
+
+# --- Rigs of the common naming conventions -------------------------------------
+#: Roles of a generic humanoid: (role, parent role, rest offset from the parent,
+#: metres, Z up, +Y the character's left). "{s}" is the side, mirrored in Y.
+_BODY = [
+    ("hips", None, (0.0, 0.0, 0.95)),
+    ("spine", "hips", (0.0, 0.0, 0.10)),
+    ("chest", "spine", (0.0, 0.0, 0.16)),
+    ("chest2", "chest", (0.0, 0.0, 0.16)),
+    ("neck", "chest2", (0.0, 0.0, 0.14)),
+    ("head", "neck", (0.0, 0.0, 0.10)),
+    ("head_end", "head", (0.0, 0.0, 0.20)),
+]
+_SIDE = [
+    ("clavicle{s}", "chest2", (0.0, 0.04, 0.10)),
+    ("upperarm{s}", "clavicle{s}", (0.0, 0.14, 0.0)),
+    ("forearm{s}", "upperarm{s}", (0.0, 0.0, -0.28)),
+    ("hand{s}", "forearm{s}", (0.0, 0.0, -0.25)),
+    ("hand_end{s}", "hand{s}", (0.03, 0.0, -0.16)),
+    ("thigh{s}", "hips", (0.0, 0.10, -0.05)),
+    ("shin{s}", "thigh{s}", (0.0, 0.0, -0.43)),
+    ("foot{s}", "shin{s}", (0.0, 0.0, -0.42)),
+    ("toe{s}", "foot{s}", (0.13, 0.0, -0.06)),
+    ("toe_end{s}", "toe{s}", (0.05, 0.0, 0.0)),
+]
+_FINGERS = ("Thumb", "Index", "Middle", "Ring", "Pinky")
+
+#: Role -> bone name per convention; "{S}" is Left/Right, "{s}" l/r, "{d}" L/R.
+CONVENTIONS = {
+    "bvh": dict(hips="Hips", spine="Chest", chest="Chest2", chest2="Chest3", neck="Neck", head="Head",
+                head_end="HeadEnd", clavicle="{S}Collar", upperarm="{S}Shoulder", forearm="{S}Elbow",
+                hand="{S}Wrist", hand_end="{S}WristEnd", thigh="{S}Hip", shin="{S}Knee", foot="{S}Ankle",
+                toe="{S}Toe", toe_end="{S}ToeEnd"),
+    "mixamo": dict(hips="mixamorig:Hips", spine="mixamorig:Spine", chest="mixamorig:Spine1",
+                   chest2="mixamorig:Spine2", neck="mixamorig:Neck", head="mixamorig:Head",
+                   head_end="mixamorig:HeadTop_End", clavicle="mixamorig:{S}Shoulder",
+                   upperarm="mixamorig:{S}Arm", forearm="mixamorig:{S}ForeArm", hand="mixamorig:{S}Hand",
+                   hand_end=None, thigh="mixamorig:{S}UpLeg", shin="mixamorig:{S}Leg",
+                   foot="mixamorig:{S}Foot", toe="mixamorig:{S}ToeBase", toe_end="mixamorig:{S}Toe_End"),
+    "rigify": dict(hips="DEF-spine", spine="DEF-spine.001", chest="DEF-spine.002", chest2="DEF-spine.003",
+                   neck="DEF-spine.004", head="DEF-spine.006", head_end="DEF-spine.006.tail",
+                   clavicle="DEF-shoulder.{d}", upperarm="DEF-upper_arm.{d}", forearm="DEF-forearm.{d}",
+                   hand="DEF-hand.{d}", hand_end="DEF-hand.{d}.tail", thigh="DEF-thigh.{d}",
+                   shin="DEF-shin.{d}", foot="DEF-foot.{d}", toe="DEF-toe.{d}", toe_end="DEF-toe.{d}.tail"),
+    "ue": dict(hips="pelvis", spine="spine_01", chest="spine_02", chest2="spine_03", neck="neck_01",
+               head="head", head_end="head_end", clavicle="clavicle_{s}", upperarm="upperarm_{s}",
+               forearm="lowerarm_{s}", hand="hand_{s}", hand_end="hand_end_{s}", thigh="thigh_{s}",
+               shin="calf_{s}", foot="foot_{s}", toe="ball_{s}", toe_end="ball_end_{s}"),
+    "arbitrary": None,
+}
+
+
+def convention_rig(convention="bvh"):
+    """A humanoid named as one of ``CONVENTIONS`` (bvh, mixamo, rigify, ue, arbitrary).
+
+    Returns ``(skeleton, offsets (J,3), roles)``: rest offsets from each joint's
+    parent (Z up, metres; roots: the rest position) and each joint's role
+    (``"forearm.L"``, ``"finger"``, ``"twist"``, ``"pelvis"``, ...). Each
+    convention carries what real rigs of that kind have: Mixamo five fingers
+    of three bones per hand; Rigify pelvis bones that start where the spine
+    starts (zero-length joints with children) and split upper arms
+    (``DEF-upper_arm.L.001``); Unreal a ``root`` on the floor and twist
+    leaves; arbitrary names have no word a name matcher could use.
+    """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown convention '{convention}': use one of {', '.join(CONVENTIONS)}")
+    table = CONVENTIONS[convention]
+    rows = []                                                  # (name, parent name, offset, role)
+
+    def name(role, side=None):
+        if table is None:
+            key = role + ("" if side is None else side)
+            return f"j{zlib.crc32(key.encode()) % 100000:05d}_{len(key)}"
+        pattern = table[role]
+        if side is None:
+            return pattern
+        S = "Left" if side == ".L" else "Right"
+        return pattern.format(S=S, s=S[0].lower(), d=side[1])
+
+    for role, parent, off in _BODY:
+        rows.append([name(role), None if parent is None else name(parent), off, role])
+    for side, sign in ((".L", 1.0), (".R", -1.0)):
+        for role, parent, off in _SIDE:
+            r, p = role.format(s=""), parent.format(s="")
+            psd = side if "{s}" in parent else None
+            if r == "hand_end" and table is not None and table[r] is None:
+                continue
+            rows.append([name(r, side), name(p, psd), (off[0], sign * off[1], off[2]), r + side])
+    names = [r[0] for r in rows]
+
+    def parent_of(role_name):
+        return next(r for r in rows if r[3] == role_name)[0]
+
+    if convention == "mixamo":
+        hand = {".L": parent_of("hand.L"), ".R": parent_of("hand.R")}
+        for side, sign in ((".L", 1.0), (".R", -1.0)):
+            S = "Left" if side == ".L" else "Right"
+            for k, finger in enumerate(_FINGERS):
+                parent = hand[side]
+                spread = (k - 2) * 0.02
+                first = (0.03, sign * 0.02, -0.04) if finger == "Thumb" else (spread, 0.0, -0.09)
+                for seg in range(1, 5):
+                    off = first if seg == 1 else (0.0, 0.0, -0.03 if seg < 4 else -0.02)
+                    nm = f"mixamorig:{S}Hand{finger}{seg}"
+                    rows.append([nm, parent, off, "finger"])
+                    parent = nm
+    if convention == "rigify":
+        hips = parent_of("hips")
+        for side in (".L", ".R"):
+            pelvis = f"DEF-pelvis{side}"
+            rows.insert(1, [pelvis, hips, (0.0, 0.0, 0.0), "pelvis"])
+            thigh = next(r for r in rows if r[3] == "thigh" + side)
+            thigh[1] = pelvis
+            # Split upper arm: the twist segment DEF-upper_arm.L.001 halfway down.
+            upper = next(r for r in rows if r[3] == "upperarm" + side)
+            fore = next(r for r in rows if r[3] == "forearm" + side)
+            half = tuple(0.5 * np.asarray(fore[2]))
+            twist = [upper[0] + ".001", upper[0], half, "twist"]
+            fore[1], fore[2] = twist[0], half
+            rows.insert(rows.index(fore), twist)
+    if convention == "ue":
+        hips_row = next(r for r in rows if r[3] == "hips")
+        rows.insert(0, ["root", None, (0.0, 0.0, 0.0), "root"])
+        hips_row[1] = "root"
+        for side in (".L", ".R"):
+            for limb in ("upperarm", "thigh"):
+                row = next(r for r in rows if r[3] == limb + side)
+                child = next(r for r in rows if r[1] == row[0])
+                s = side[1].lower()
+                rows.append([f"{limb}_twist_01_{s}", row[0], tuple(0.5 * np.asarray(child[2])), "twist"])
+    names = [r[0] for r in rows]
+    parents = [-1 if r[1] is None else names.index(r[1]) for r in rows]
+    return Skeleton(names, parents), np.array([r[2] for r in rows], float), [r[3] for r in rows]
+
+
+def _axis_rotation(axis, angle):
+    """(...,3,3) rotations by ``angle`` (...) about the unit ``axis`` (3,)."""
+    angle = np.asarray(angle, float)
+    k = np.asarray(axis, float)
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    s, c = np.sin(angle)[..., None, None], np.cos(angle)[..., None, None]
+    return np.eye(3) + s * K + (1 - c) * (K @ K)
+
+
+def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", speed=1.0, seed=0):
+    """Joint positions (F,J,3) of a convention rig by forward kinematics.
+
+    limbs : "bent" (elbows 20-70°, knees 5-60°), "straight" (elbows and knees
+        within 1° of straight), "hyperextended" (3-6° past straight) or
+        "twisting" (forearms and shins turning ±80° about themselves, hands
+        and feet carried off-axis).
+    speed : forward speed in m/s (0: in place, swaying).
+    Rotations are sums of sinusoids seeded by ``seed``; every bone keeps its
+    length exactly.
+    """
+    rng = np.random.default_rng(seed)
+    F, J = frames, len(skeleton)
+    t = np.arange(F) / fps
+    local = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
+    lateral, forward, up = np.array([0, 1.0, 0]), np.array([1.0, 0, 0]), np.array([0, 0, 1.0])
+
+    def wave(amp, freq=1.0):
+        return amp * np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi))
+
+    for j, role in enumerate(roles):
+        base = role.split(".")[0]
+        if base in ("forearm", "shin"):
+            sign = 1.0 if base == "shin" else -1.0        # knees bend back (+), elbows forward (-)
+            if limbs == "bent":
+                lo, hi = (np.radians(20), np.radians(70)) if base == "forearm" else (np.radians(5), np.radians(60))
+                bend = lo + (hi - lo) * (0.5 + 0.5 * np.sin(2 * np.pi * t + rng.uniform(0, 6.3)))
+            elif limbs == "straight":
+                bend = np.radians(0.5) + wave(np.radians(0.4))
+            elif limbs == "nearly_straight":
+                bend = np.radians(4.0) + wave(np.radians(3.0))
+            elif limbs == "hyperextended":
+                bend = -np.radians(4.5) + wave(np.radians(1.5))
+            else:
+                bend = np.radians(15) + wave(np.radians(5))
+            local[:, j] = _axis_rotation(lateral, sign * bend)
+            if limbs == "twisting":
+                local[:, j] = local[:, j] @ _axis_rotation(up, wave(np.radians(80), 0.7))
+        elif base in ("upperarm", "thigh"):
+            local[:, j] = _axis_rotation(lateral, wave(np.radians(30))) @ _axis_rotation(forward, wave(np.radians(8)))
+        elif base in ("spine", "chest", "chest2", "neck", "head"):
+            local[:, j] = (_axis_rotation(lateral, wave(np.radians(6))) @ _axis_rotation(forward, wave(np.radians(4)))
+                           @ _axis_rotation(up, wave(np.radians(8))))
+        elif base in ("hand", "foot"):
+            local[:, j] = _axis_rotation(lateral, wave(np.radians(15)))
+        elif base == "finger":
+            local[:, j] = _axis_rotation(forward, np.radians(20) + wave(np.radians(15)))
+        elif base == "hips":
+            local[:, j] = _axis_rotation(up, wave(np.radians(10)))
+    world = np.empty_like(local)
+    pos = np.zeros((F, J, 3))
+    for j in skeleton.order.tolist():
+        p = skeleton.parents[j]
+        if p < 0:
+            world[:, j] = local[:, j]
+            pos[:, j] = offsets[j]
+            if roles[j] == "hips":
+                pos[:, j] = offsets[j] + np.stack([speed * t, 0.02 * np.sin(2 * np.pi * t),
+                                                   0.03 * np.cos(4 * np.pi * t)], 1)
+            elif roles[j] == "root":
+                pos[:, j, 0] = speed * t
+        else:
+            world[:, j] = world[:, p] @ local[:, j]
+            pos[:, j] = pos[:, p] + np.einsum("fij,j->fi", world[:, p], offsets[j])
+            if roles[j] == "hips":        # under a floor-level root
+                pos[:, j] += np.stack([np.zeros(F), 0.02 * np.sin(2 * np.pi * t), 0.03 * np.cos(4 * np.pi * t)], 1)
+    return pos

@@ -1,0 +1,310 @@
+"""What the solver needs to know about each joint, learnt from the source motion.
+
+- **Coincident joints.** Real rigs have bones that start where their parent
+  starts (Rigify's pelvis and spine, a root at the hips, twist bones): the
+  joint of such a bone coincides with its parent's. It is glued to its
+  parent's position; its children hang, through it, from the parent (the
+  parent is its *representative*).
+- **Hinges** (paper §8: knees and elbows) are found from the motion, not the
+  name: a joint with one child whose bend over the clip stays on one side of
+  one plane, carried with the body part the limb hangs from. A hinge is only
+  ever reflected back on frames where the source itself bends clearly; a
+  limb that the source holds straight or hyperextended is never flipped.
+- **Bend limits** (product addition, issue "human poses under large edits"):
+  every joint on a chain (one parent bone, children roughly continuing it)
+  may bend at most as far as the source does plus a margin, at least an
+  anatomical minimum. Enforced in the solver as a minimum distance between
+  the joint's parent and child (law of cosines), which is rigid-invariant and
+  keeps bone lengths free.
+
+All arrays are in the motion's units; angles in radians unless named degrees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import constants as C
+from .rotations import kabsch, swing
+
+
+def zero_length(skeleton, motion, body_height):
+    """(J,) bool: joints whose bone (parent to joint) has zero mean length."""
+    mean = skeleton.bone_lengths(motion).mean(axis=0)
+    return (skeleton.parents >= 0) & (mean <= C.ZERO_LENGTH * body_height)
+
+
+def representatives(skeleton, zero):
+    """(J,) int: each joint, or for a coincident joint the nearest ancestor that is not."""
+    rep = np.arange(len(skeleton))
+    for j in skeleton.order.tolist():
+        if zero[j]:
+            rep[j] = rep[skeleton.parents[j]]
+    return rep
+
+
+def effective_children(skeleton, zero):
+    """List of (K,) int per joint: its children, looking through coincident ones."""
+    kids = [[] for _ in range(len(skeleton))]
+    rep = representatives(skeleton, zero)
+    for j in skeleton.order.tolist():
+        p = skeleton.parents[j]
+        if p >= 0 and not zero[j]:
+            kids[rep[p]].append(j)
+    out = [np.asarray(k, np.int64) for k in kids]
+    for j in np.flatnonzero(zero):                 # a coincident joint sees its own subtree only
+        own = [c for c in _descend(skeleton, zero, j)]
+        out[j] = np.asarray(own, np.int64)
+    return out
+
+
+def _descend(skeleton, zero, j):
+    for c in skeleton.children(j).tolist():
+        if zero[c]:
+            yield from _descend(skeleton, zero, c)
+        else:
+            yield c
+
+
+def _unit(v):
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
+
+
+def bend_angles(a, k, c):
+    """(...) angle between the bones a->k and k->c (0 = straight), radians."""
+    u, v = _unit(k - a), _unit(c - k)
+    return np.arccos(np.clip(np.einsum("...i,...i->...", u, v), -1.0, 1.0))
+
+
+def _anchor_rotations(offsets_src, offsets_now):
+    """Best-fit rotations (n,3,3) of an anchor's child offsets and whether each is well defined."""
+    rot = kabsch(offsets_src, offsets_now)
+    h = np.einsum("...ki,...kj->...ij", offsets_src, offsets_src)
+    s = np.linalg.svd(h, compute_uv=False)
+    ok = s[..., 1] > C.ANCHOR_CONDITION * s[..., 0]
+    return rot, ok
+
+
+class Hinges:
+    """Hinge joints of a skeleton and what the solver needs to keep them bending one way.
+
+    triples : (H,3) int (parent-side joint a, hinge k, child c), using
+        representatives so coincident joints are looked through.
+    anchors : per hinge the anchor joint (the nearest ancestor with two or
+        more spread children) and its child offsets in the source (F,K,3).
+    normal : (F,H,3) unit bend-plane normal of the source, (k-a) x (c-k),
+        zero on frames where the source is within ``HINGE_BEND_MIN`` of straight.
+    """
+
+    def __init__(self, triples, anchors, anchor_kids, normal, upper):
+        self.triples = triples
+        self.anchors = anchors
+        self.anchor_kids = anchor_kids
+        self.normal = normal
+        self.upper = upper
+
+    def __len__(self):
+        return len(self.triples)
+
+    @classmethod
+    def detect(cls, skeleton, motion, body_height, zero, override=None):
+        """Hinges found from the motion; ``override`` maps a joint index to "ON" / "OFF" / "AUTO"."""
+        override = override or {}
+        rep = representatives(skeleton, zero)
+        kids = effective_children(skeleton, zero)
+        triples, anchors, anchor_kids = [], [], []
+        for k in range(len(skeleton)):
+            mode = str(override.get(k, "AUTO")).upper()
+            p = skeleton.parents[k]
+            if mode == "OFF" or p < 0 or zero[k] or len(kids[k]) != 1:
+                continue
+            a, c = rep[p], int(kids[k][0])
+            if mode != "ON" and len(kids[a]) != 1:        # a hinge's upper bone is a limb bone, not a branch
+                continue
+            anchor = _anchor_of(skeleton, motion, rep, kids, a)
+            if anchor is None:
+                continue
+            if mode != "ON" and not _bends_in_one_plane(motion, a, k, c, anchor, kids[anchor]):
+                continue
+            triples.append((a, k, c))
+            anchors.append(anchor)
+            anchor_kids.append(kids[anchor])
+        if not triples:
+            return None
+        t = np.asarray(triples, np.int64)
+        a, k, c = (motion[:, t[:, i]] for i in range(3))
+        n = np.cross(k - a, c - k)
+        bent = bend_angles(a, k, c) > np.radians(C.HINGE_BEND_MIN_DEGREES)
+        normal = np.where(bent[..., None], _unit(n), 0.0)
+        return cls(t, np.asarray(anchors, np.int64), anchor_kids, normal, _unit(k - a))
+
+    def limit(self, p, src_motion, f, free=None):
+        """Reflect, in place, hinges of pose ``p`` (J,3) that bend against the source at frame f.
+
+        The source's bend normal is carried by the anchor's best-fit rotation
+        and then by the swing of the upper bone onto its current direction.
+        Reflection across the plane through a and c keeps both bone lengths.
+        ``free`` (H,) bool masks hinges that may move (a pinned knee stays).
+        """
+        t = self.triples
+        a, k, c = p[t[:, 0]], p[t[:, 1]], p[t[:, 2]]
+        n_src = self.normal[f]
+        test = np.einsum("hi,hi->h", n_src, n_src) > 0
+        if free is not None:
+            test &= free
+        if not test.any():
+            return p
+        idx = np.flatnonzero(test)
+        rot = np.empty((len(idx), 3, 3))
+        ok = np.ones(len(idx), bool)
+        for i, h in enumerate(idx.tolist()):
+            anchor, kids = self.anchors[h], self.anchor_kids[h]
+            src = src_motion[f, kids] - src_motion[f, anchor]
+            now = p[kids] - p[anchor]
+            rot[i], ok[i] = _anchor_rotations(src, now)
+        idx, rot = idx[ok], rot[ok]
+        if not idx.size:
+            return p
+        up_now = _unit(k[idx] - a[idx])
+        carried = swing(np.einsum("hij,hj->hi", rot, self.upper[f, idx]), up_now) @ rot
+        n_want = np.einsum("hij,hj->hi", carried, n_src[idx])
+        axis = _unit(c[idx] - a[idx])
+        want = _unit(np.cross(axis, n_want))                 # the side the knee should be on
+        rel = k[idx] - a[idx]
+        side = np.einsum("hi,hi->h", rel, want)
+        flip = side < 0
+        if flip.any():
+            h = idx[flip]
+            p[t[h, 1]] = k[h] - 2.0 * side[flip, None] * want[flip]
+        return p
+
+
+def _anchor_of(skeleton, motion, rep, kids, a):
+    """Nearest ancestor-or-self of ``a`` with two or more children spread in a plane (or None)."""
+    j = a
+    while j >= 0:
+        ks = kids[j]
+        if len(ks) >= 2:
+            off = motion[:, ks] - motion[:, j:j + 1]
+            _, ok = _anchor_rotations(off, off)
+            if ok.mean() > 0.99:
+                return j
+        parent = skeleton.parents[j]
+        j = rep[parent] if parent >= 0 else -1
+    return None
+
+
+def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids):
+    """Whether the source bends k on one side of one plane, in the anchor's frame.
+
+    On frames bent more than ``HINGE_BEND_MIN_DEGREES``, the bend normal is
+    brought back to the first frame's anchor and upper-bone frame; a hinge
+    has normals that agree (mean resultant length >= ``HINGE_COHERENCE``) on
+    enough frames (``HINGE_MIN_FRACTION``).
+    """
+    pa, pk, pc = motion[:, a], motion[:, k], motion[:, c]
+    bent = bend_angles(pa, pk, pc) > np.radians(C.HINGE_BEND_MIN_DEGREES)
+    if bent.mean() < C.HINGE_MIN_FRACTION:
+        return False
+    off = motion[:, anchor_kids] - motion[:, anchor:anchor + 1]
+    rot, ok = _anchor_rotations(off, np.broadcast_to(off[:1], off.shape))   # frame f -> frame 0
+    use = bent & ok
+    if use.sum() < 2:
+        return False
+    up = _unit(pk - pa)[use]
+    up0 = np.einsum("fij,fj->fi", rot[use], up)
+    back = swing(up0, np.broadcast_to(_unit(pk[0] - pa[0]), up0.shape)) @ rot[use]
+    n = _unit(np.cross(pk - pa, pc - pk)[use])
+    m = np.einsum("fij,fj->fi", back, n)
+    return float(np.linalg.norm(m.mean(axis=0))) >= C.HINGE_COHERENCE
+
+
+def _trunk(skeleton, motion, zero, rep, kids):
+    """(J,) bool: the spine, neck and head: joints with a branch point below them, and from
+    each branch point the child chain that continues the bone above it most closely."""
+    J = len(skeleton)
+    branch = np.array([len(k) >= 2 for k in kids])
+    below = branch.copy()
+    for j in skeleton.order[::-1].tolist():
+        p = skeleton.parents[j]
+        if p >= 0 and below[j]:
+            below[rep[p]] = True
+    trunk = below & ~zero
+    for j in skeleton.order.tolist():
+        p = skeleton.parents[j]
+        if not trunk[j] or p < 0 or len(kids[j]) < 1:
+            continue
+        a = rep[p]
+        bends = [np.median(bend_angles(motion[:, a], motion[:, j], motion[:, c])) for c in kids[j].tolist()]
+        best = int(np.argmin(bends))
+        if np.degrees(bends[best]) <= C.TRUNK_CONTINUE_DEGREES:
+            c = int(kids[j][best])
+            while True:
+                trunk[c] = True
+                if len(kids[c]) != 1:
+                    break
+                c = int(kids[c][0])
+    return trunk
+
+
+class BendLimits:
+    """Largest bend per chain joint, as minimum parent-child distances for the solver.
+
+    A chain joint k (parent-side joint a, one or more children c) whose
+    children continue the parent bone (source bend below
+    ``CHAIN_MAX_REST_DEGREES`` on the median frame) may bend at most
+    ``max(source max + BEND_MARGIN_DEGREES, BEND_MIN_LIMIT_DEGREES)`` (hinges
+    up to ``HINGE_LIMIT_DEGREES``). Joints that branch sideways (hips to
+    thighs, chest to collars) have no such limit.
+
+    pairs : (P,2) int (a, c); joint : (P,) int k; limit : (P,) radians;
+    length : (F,P,2) the two bone lengths per frame, for ``min_distance``.
+    """
+
+    def __init__(self, pairs, joint, limit):
+        self.pairs, self.joint, self.limit = pairs, joint, limit
+
+    def __len__(self):
+        return len(self.pairs)
+
+    @classmethod
+    def learn(cls, skeleton, motion, zero, hinge_joints=()):
+        rep = representatives(skeleton, zero)
+        kids = effective_children(skeleton, zero)
+        hinge_joints = set(int(h) for h in hinge_joints)
+        trunk = _trunk(skeleton, motion, zero, rep, kids)
+        pairs, joint, limit = [], [], []
+        for k in range(len(skeleton)):
+            p = skeleton.parents[k]
+            if p < 0 or zero[k]:
+                continue
+            a = rep[p]
+            for c in kids[k].tolist():
+                bend = bend_angles(motion[:, a], motion[:, k], motion[:, c])
+                if k in hinge_joints:
+                    lim = max(np.degrees(bend.max()) + C.BEND_MARGIN_DEGREES, C.HINGE_LIMIT_DEGREES)
+                elif np.degrees(np.median(bend)) <= C.CHAIN_MAX_REST_DEGREES:
+                    floor = C.BEND_MIN_LIMIT_DEGREES if trunk[k] else C.LIMB_MIN_LIMIT_DEGREES
+                    lim = max(np.degrees(bend.max()) + C.BEND_MARGIN_DEGREES, floor)
+                else:
+                    continue
+                if lim >= 179.0:
+                    continue
+                pairs.append((a, c))
+                joint.append(k)
+                limit.append(np.radians(lim))
+        return cls(np.asarray(pairs, np.int64).reshape(-1, 2), np.asarray(joint, np.int64),
+                   np.asarray(limit, float))
+
+    def min_distance(self, lengths):
+        """(F,P) smallest |c - a| allowed, from the bone lengths (F,J) of k and c."""
+        l1 = lengths[:, self.joint]
+        l2 = lengths[:, self.pairs[:, 1]]
+        cos = np.cos(self.limit)[None]
+        return np.sqrt(np.maximum(l1 ** 2 + l2 ** 2 + 2.0 * l1 * l2 * cos, 0.0))
+
+    def violation(self, positions):
+        """(F,P) degrees by which each limited joint bends past its limit (0 where within)."""
+        a, c = self.pairs[:, 0], self.pairs[:, 1]
+        bend = bend_angles(positions[:, a], positions[:, self.joint], positions[:, c])
+        return np.degrees(np.maximum(bend - self.limit[None], 0.0))

@@ -106,8 +106,10 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
         slack_n = np.float32(_F32_ROUNDING * reach)
         slack_d2 = np.float32(_F32_ROUNDING * 4.0 * reach * reach)
         front = num > -slack_n
-        # r1: distance to the closest descriptor the joint is in front of (a lower bound here).
-        r1 = np.sqrt(np.maximum(np.where(front, d2, np.inf).min(axis=-1, keepdims=True) - slack_d2, 0.0))
+        # r1: distance to the closest descriptor the joint is in front of; here an upper
+        # bound (closest of those surely in front, plus the slack), so no candidate is lost.
+        sure = num > slack_n
+        r1 = np.sqrt(np.where(sure, d2, np.inf).min(axis=-1, keepdims=True) + slack_d2)
         keep = front & (d2 < (r1 + np.float32(window * (1 + 1e-5))) ** 2 + slack_d2)
         fi, ji, di = np.nonzero(keep)
         src = fi if static is None else np.zeros_like(fi)

@@ -226,7 +226,12 @@ def bind(skeleton, motion, mesh, body_height=None, *, radius_factor=C.RADIUS_FAC
     on_rest = np.einsum("kc,kcd->kd", bary, rest[mesh.triangles[tri]])
     d0 = min_distance_fraction * body_height
     radii = radius_factor * np.maximum(dist, d0)                              # Eq. 7
-    keep = sampler.sample(tri, on_rest, radii)
+    keep = sampler.sample(tri, on_rest, radii) if len(tri) else np.zeros(0, np.int64)
+    if len(keep) == 0:
+        raise BindingError(f"no surface within reach of the character ({max_distance_fraction:g} body heights, "
+                           f"{max_distance:.3g} units) faces any joint on any frame: check that the environment "
+                           "holds the surfaces the character touches, that it is placed and scaled like the "
+                           "character (same units), and that its normals face the character")
     if progress is not None:
         progress(2 * F, 2 * F)
     settings = dict(radius_factor=float(radius_factor), min_distance_fraction=float(min_distance_fraction),

@@ -52,6 +52,9 @@ HINGE_BEND_MIN_DEGREES = 10.0
 HINGE_MIN_FRACTION = 0.1
 #: ...with bend normals whose mean resultant length is at least this (1 = one plane, one side).
 HINGE_COHERENCE = 0.8
+#: A child lying on the bone from its parent to a sibling (within this
+#: fraction of that bone's length) is a twist joint, not a branch.
+ON_BONE_FRACTION = 0.02
 #: An anchor (the body part a limb hangs from) is usable where the second
 #: singular value of its child offsets' scatter is at least this times the
 #: first: collinear children leave the rotation about their line undefined.

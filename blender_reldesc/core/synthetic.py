@@ -367,7 +367,7 @@ def convention_rig(convention="bvh"):
         rows.insert(0, ["root", None, (0.0, 0.0, 0.0), "root"])
         hips_row[1] = "root"
         for side in (".L", ".R"):
-            for limb in ("upperarm", "thigh"):
+            for limb in ("upperarm", "forearm", "thigh", "shin"):
                 row = next(r for r in rows if r[3] == limb + side)
                 child = next(r for r in rows if r[1] == row[0])
                 s = side[1].lower()

@@ -66,6 +66,28 @@ def _descend(skeleton, zero, j):
             yield c
 
 
+def _off_bone_children(motion, j, kids):
+    """Children of j that are not twist joints lying on the bone from j to another child."""
+    if len(kids) < 2:
+        return kids
+    f = len(motion) // 2
+    keep = []
+    for x in kids.tolist():
+        on = False
+        for c in kids.tolist():
+            if c == x:
+                continue
+            seg, rel = motion[f, c] - motion[f, j], motion[f, x] - motion[f, j]
+            t = rel @ seg / max(seg @ seg, 1e-300)
+            off = np.linalg.norm(rel - t * seg)
+            if 0.0 < t < 1.0 and off <= C.ON_BONE_FRACTION * np.linalg.norm(seg):
+                on = True
+                break
+        if not on:
+            keep.append(x)
+    return np.asarray(keep, np.int64)
+
+
 def _unit(v):
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
 
@@ -113,13 +135,14 @@ class Hinges:
         rep = representatives(skeleton, zero)
         kids = effective_children(skeleton, zero)
         triples, anchors, anchor_kids = [], [], []
+        limb = [_off_bone_children(motion, j, kids[j]) for j in range(len(skeleton))]
         for k in range(len(skeleton)):
             mode = str(override.get(k, "AUTO")).upper()
             p = skeleton.parents[k]
-            if mode == "OFF" or p < 0 or zero[k] or len(kids[k]) != 1:
+            if mode == "OFF" or p < 0 or zero[k] or len(limb[k]) != 1:
                 continue
-            a, c = rep[p], int(kids[k][0])
-            if mode != "ON" and len(kids[a]) != 1:        # a hinge's upper bone is a limb bone, not a branch
+            a, c = rep[p], int(limb[k][0])
+            if mode != "ON" and len(limb[a]) != 1:        # a hinge's upper bone is a limb bone, not a branch
                 continue
             anchor = _anchor_of(skeleton, motion, rep, kids, a)
             if anchor is None:

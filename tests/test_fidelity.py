@@ -1,0 +1,209 @@
+"""Fidelity laws on rigs of every common convention (issue: trustworthy motion on real rigs).
+
+Rigs: BVH/CMU names, Mixamo with fingers, Rigify DEF- bones (pelvis bones that start where the
+spine starts, split upper arms), Unreal mannequin (root on the floor, twist leaves), arbitrary
+names. Poses: bent, straight, nearly straight, hyperextended and twisting limbs.
+"""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.adaptation import Rig
+from blender_reldesc.core.errors import BindingError
+from blender_reldesc.core.skeleton.joints import bend_angles
+
+from core_helpers import random_rotation
+
+CONVENTIONS = ["bvh", "mixamo", "rigify", "ue", "arbitrary"]
+LIMBS = ["bent", "straight", "nearly_straight", "hyperextended", "twisting"]
+
+
+def _scene(convention, limbs, frames=40, speed=1.0, seed=0):
+    skel, off, roles = S.convention_rig(convention)
+    motion = S.posed_motion(skel, off, roles, frames, limbs=limbs, speed=speed, seed=seed)
+    lo, hi = motion.reshape(-1, 3).min(0), motion.reshape(-1, 3).max(0)
+    size = hi[:2] - lo[:2] + 2.0
+    V, T = S.grid(size[0], size[1], int(size[0] / 0.12), int(size[1] / 0.12), origin=tuple(lo[:2] - 1.0),
+                  z=lo[2] - 0.01)
+    return skel, roles, motion, V, T
+
+
+def _height(motion):
+    return float(np.median(motion[..., 2].max(1) - motion[..., 2].min(1)))
+
+
+def _rotation(axis, degrees):
+    a = np.radians(degrees)
+    k = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + np.sin(a) * K + (1 - np.cos(a)) * K @ K
+
+
+@pytest.mark.parametrize("limbs", LIMBS)
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_rigid_edits_move_the_motion_rigidly(convention, limbs):
+    skel, _, motion, V, T = _scene(convention, limbs, speed=0.0 if limbs == "straight" else 1.0)
+    binding = bind(skel, motion, TriMesh(V, T))
+    H = _height(motion)
+    centre = V.mean(0)
+    rng = np.random.default_rng(len(convention) * 7 + len(limbs))
+    cases = [(np.eye(3), [0, 0, 0]), (np.eye(3), [0, 0, 0.2]), (_rotation([0, 0, 1], 30), [0, 0, 0]),
+             (_rotation([1, 0, 0], 10), [0, 0, 0]), (random_rotation(rng), rng.normal(size=3))]
+    for R, shift in cases:
+        def move(P):
+            return (P - centre) @ R.T + centre + shift
+        got = adapt(binding, TriMesh(move(V), T)).positions
+        assert np.abs(got - move(motion)).max() <= 1e-6 * H
+
+
+def test_uniform_scale_of_character_and_scene_scales_the_motion():
+    skel, _, motion, V, T = _scene("mixamo", "bent")
+    bump = V.copy()
+    bump[:, 2] += 0.1 * np.exp(-((V[:, 0] - V[:, 0].mean()) ** 2) / 0.2)
+    base = adapt(bind(skel, motion, TriMesh(V, T)), TriMesh(bump, T)).positions
+    for s in (0.01, 3.0):                       # centimetres read as metres, and a giant
+        got = adapt(bind(skel, motion * s, TriMesh(V * s, T)), TriMesh(bump * s, T)).positions
+        assert np.abs(got / s - base).max() <= 1e-6 * _height(motion)
+
+
+def test_far_from_the_origin_gives_the_origins_result():
+    skel, motion = S.walk(50)
+    V, T = S.grid(8, 3, 32, 12, origin=(-1, -1.5))
+    bump = V.copy()
+    bump[:, 2] += 0.1 * np.exp(-((V[:, 0] - 1.5) ** 2) / 0.3)
+    H = _height(motion)
+    near = bind(skel, motion, TriMesh(V, T))
+    want, _ = near.targets(TriMesh(bump, T))
+    base = adapt(near, TriMesh(bump, T)).positions
+    far = np.array([2000.0, 700.0, 0.0])
+    moved = adapt(bind(skel, motion + far, TriMesh(V + far, T)), TriMesh(bump + far, T)).positions
+    assert np.abs(moved - far - base).max() <= 1e-6 * H
+    # One clip whose descriptors span 2 km (a long traversal): weights stay exact.
+    both = bind(skel, np.concatenate([motion, motion + far]),
+                TriMesh(np.concatenate([V, V + far]), np.concatenate([T, T + len(V)])))
+    got, _ = both.targets(TriMesh(np.concatenate([bump, bump + far]), np.concatenate([T, T + len(V)])))
+    assert np.abs(got[:50] - want).max() <= 1e-6 * H
+    assert np.abs(got[50:] - far - want).max() <= 1e-6 * H
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_hinges_are_found_from_the_motion_whatever_the_names(convention):
+    skel, roles, motion, V, T = _scene(convention, "bent", frames=60)
+    rig = Rig(bind(skel, motion, TriMesh(V, T)))
+    found = {roles[skel.index(n)] for n in rig.hinge_names}
+    assert {"forearm.L", "forearm.R", "shin.L", "shin.R"} <= found
+    assert not found & {"hips", "spine", "chest", "chest2", "neck", "thigh.L", "clavicle.L"}
+
+
+@pytest.mark.parametrize("limbs", ["straight", "hyperextended", "nearly_straight"])
+def test_a_limb_the_source_holds_straight_is_never_flipped(limbs):
+    skel, roles, motion, V, T = _scene("bvh", limbs, frames=40)
+    binding = bind(skel, motion, TriMesh(V, T))
+    rig = Rig(binding, hinges={"LeftElbow": "ON", "RightElbow": "ON", "LeftKnee": "ON", "RightKnee": "ON"})
+    hinges = rig.hinges
+    for f in range(len(motion)):
+        p = motion[f].copy()
+        hinges.limit(p, motion, f)
+        a, k, c = (motion[f, hinges.triples[:, i]] for i in range(3))
+        straight = np.degrees(bend_angles(a, k, c)) < 10.0
+        np.testing.assert_array_equal(p[hinges.triples[straight, 1]], motion[f, hinges.triples[straight, 1]])
+
+
+def test_a_hinge_override_switches_it_off():
+    skel, roles, motion, V, T = _scene("ue", "bent", frames=60)
+    binding = bind(skel, motion, TriMesh(V, T))
+    assert "calf_l" in Rig(binding).hinge_names
+    assert "calf_l" not in Rig(binding, hinges={"calf_l": "OFF"}).hinge_names
+    with pytest.raises(ValueError, match="AUTO, ON or OFF"):
+        Rig(binding, hinges={"calf_l": "MAYBE"})
+
+
+def test_rigify_pelvis_bones_bind_and_stay_on_the_hips():
+    skel, roles, motion, V, T = _scene("rigify", "bent")
+    binding = bind(skel, motion, TriMesh(V, T))
+    lifted = adapt(binding, TriMesh(V + [0, 0, 0.3], T)).positions
+    for side in "LR":
+        np.testing.assert_allclose(lifted[:, skel.index(f"DEF-pelvis.{side}")], lifted[:, skel.index("DEF-spine")])
+    np.testing.assert_allclose(lifted, motion + [0, 0, 0.3], atol=1e-6)
+
+
+def test_a_joint_with_no_descriptor_follows_the_body_rigidly():
+    # Toe tips that dip under the floor have no descriptor on those frames (Eq. 3).
+    skel, motion = S.walk(60)
+    V, T = S.grid(8, 3, 32, 12, origin=(-1, -1.5))
+    dipped = motion.copy()
+    for name in ("LeftToeEnd", "RightToeEnd"):
+        j = skel.index(name)
+        low = dipped[:, j, 2] < 0.03
+        dipped[low, j, 2] = -0.002
+    binding = bind(skel, dipped, TriMesh(V, T))
+    centre = V.mean(0)
+    R = _rotation([0, 0, 1], 30)
+    result = adapt(binding, TriMesh((V - centre) @ R.T + centre, T))
+    assert "LeftToeEnd" in result.unbound_joints
+    np.testing.assert_allclose(result.positions, (dipped - centre) @ R.T + centre, atol=1e-6)
+
+
+def test_a_bind_far_from_every_surface_says_so():
+    skel, motion = S.walk(20)
+    V, T = S.grid(2, 2, 4, 4, origin=(100.0, 100.0), z=-50.0)
+    with pytest.raises(BindingError, match="no surface"):
+        bind(skel, motion, TriMesh(V, T))
+
+
+def _duck_scene(frames=90, drop=0.35):
+    """A walk under a beam 5 cm above the head; the beam is then lowered by ``drop``."""
+    skel, motion = S.walk(frames)
+    floor_v, floor_t = S.grid(8, 3, 32, 12, origin=(-1, -1.5))
+    top = motion[..., 2].max()
+    beam_v, beam_t = S.box((1.6, 0.0, top + 0.05 + 0.1), (0.3, 2.0, 0.2), subdivisions=3)
+    V, T, ranges = S.merge((floor_v, floor_t), (beam_v, beam_t))
+    lowered = V.copy()
+    lowered[ranges[1][0]:ranges[1][1], 2] -= drop
+    return skel, motion, V, T, lowered, ranges[1]
+
+
+def test_ducking_under_a_lowered_beam_keeps_a_human_spine():
+    skel, motion, V, T, lowered, (b0, b1) = _duck_scene()
+    result = adapt(bind(skel, motion, TriMesh(V, T)), TriMesh(lowered, T))
+    P = result.positions
+    chain = [skel.index(n) for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck", "Head")]
+    seg = P[:, chain[1:]] - P[:, chain[:-1]]
+    seg /= np.linalg.norm(seg, axis=-1, keepdims=True)
+    bends = np.degrees(np.arccos(np.clip(np.einsum("fsk,fsk->fs", seg[:, 1:], seg[:, :-1]), -1, 1)))
+    assert bends.max() <= 60.0
+    chest_above_hips = P[:, skel.index("Spine2"), 2] - P[:, skel.index("Hips"), 2]
+    assert chest_above_hips.min() >= 0.10
+    beam_bottom = lowered[b0:b1, 2].min()
+    lo, hi = lowered[b0:b1, 0].min(), lowered[b0:b1, 0].max()
+    head = P[:, skel.index("HeadTop")]
+    under = (head[:, 0] > lo) & (head[:, 0] < hi)
+    assert under.any() and np.all(head[under, 2] <= beam_bottom + 0.01)
+    # The diagnostics report what the pose shows: the spine's bend past each joint's limit.
+    rig = Rig(bind(skel, motion, TriMesh(V, T)))
+    spine = [next(k for k in range(len(rig.limits)) if rig.limits.joint[k] == j and rig.limits.pairs[k, 1] == c)
+             for j, c in zip(chain[1:4], chain[2:5])]
+    over = np.degrees(np.maximum(np.radians(bends[:, :3]) - rig.limits.limit[spine][None], 0))
+    assert over.max() > 0
+    assert np.all(result.joint_limit_violations[:, chain[1:4]] >= over - 1e-6)
+
+
+@pytest.mark.parametrize("factor", [1.15, 0.85])
+def test_changed_shins_stand_taller_or_lower_with_feet_on_the_floor(factor):
+    skel, motion = S.walk(90)
+    V, T = S.grid(8, 3, 32, 12, origin=(-1, -1.5))
+    binding = bind(skel, motion, TriMesh(V, T))
+    src = skel.bone_lengths(motion).mean(axis=0)
+    shins = {n: factor * src[skel.index(n)] for n in ("LeftFoot", "RightFoot")}   # knee -> ankle
+    added = (factor - 1.0) * src[skel.index("LeftFoot")]
+    P = adapt(binding, TriMesh(V, T), bone_lengths=shins).positions
+    hips = skel.index("Hips")
+    rise = np.median(P[:, hips, 2] - motion[:, hips, 2])
+    assert abs(rise) >= 0.7 * abs(added) and np.sign(rise) == np.sign(added)
+    for name in ("LeftFoot", "RightFoot"):
+        j = skel.index(name)
+        speed = np.linalg.norm(np.gradient(motion[:, j], axis=0), axis=-1) * 30.0
+        planted = speed < 0.5
+        assert np.abs(P[planted, j, 2] - motion[planted, j, 2]).max() <= 0.02

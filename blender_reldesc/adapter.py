@@ -15,10 +15,12 @@ import numpy as np
 from .core import RelDescError
 
 #: Keys of the data stored on an armature object.
-BINDING_KEY = "reldesc_binding"
-POSE_KEY = "reldesc_pose"
-META_KEY = "reldesc_meta"
-STORAGE_VERSION = 1
+BINDING_KEY = "_reldesc_binding"
+POSE_KEY = "_reldesc_pose"
+META_KEY = "_reldesc_meta"
+#: Keys of bindings stored by 0.1.0 (bytes, shown in Custom Properties): read, replaced on re-bind.
+LEGACY_KEYS = ("reldesc_binding", "reldesc_pose", "reldesc_meta")
+STORAGE_VERSION = 2
 
 
 class SceneError(RelDescError):
@@ -81,6 +83,7 @@ class Rig:
     names: list
     parents: np.ndarray          # (B,) int, -1 for roots
     rest: np.ndarray             # (B,4,4) Bone.matrix_local
+    tails: np.ndarray            # (B,3) Bone.tail_local
     connected: np.ndarray        # (B,) bool
     rotation_modes: list         # PoseBone.rotation_mode per bone
     order: np.ndarray            # parents-first bone order
@@ -97,6 +100,8 @@ def read_rig(arm):
     rest = np.empty(B * 16, np.float32)
     bones.foreach_get("matrix_local", rest)
     rest = rest.reshape(B, 4, 4).transpose(0, 2, 1).astype(float)      # column-major in Blender
+    tails = np.empty(B * 3, np.float32)
+    bones.foreach_get("tail_local", tails)
     connected = np.array([b.use_connect for b in bones])
     modes = [arm.pose.bones[n].rotation_mode for n in names]
     depth = np.zeros(B, int)
@@ -105,7 +110,8 @@ def read_rig(arm):
         while p >= 0:
             depth[i] += 1
             p = parents[p]
-    return Rig(names, parents, rest, connected, modes, np.argsort(depth, kind="stable"))
+    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes,
+               np.argsort(depth, kind="stable"))
 
 
 def read_pose(arm):
@@ -236,50 +242,81 @@ def read_environment_frames(scene, objects, frames, progress=None):
     return out, tris, first_counts
 
 
-def vertex_influence(objects, group_name):
-    """(V,) painted influence from vertex group ``group_name`` (1 where absent)."""
+def vertex_influence(objects, group_name, depsgraph=None):
+    """(V,) painted influence from vertex group ``group_name`` (1 where absent).
+
+    Read from the evaluated mesh (vertex groups survive modifier evaluation),
+    so the weights match the evaluated geometry the environment is read from,
+    Subdivision and other generative modifiers included.
+    """
+    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     parts = []
     for ob in objects:
-        me = ob.data
-        w = np.ones(len(me.vertices))
-        vg = ob.vertex_groups.get(group_name) if group_name else None
-        if vg is not None:
-            w[:] = 0.0
-            gi = vg.index
-            for v in me.vertices:                        # vertex groups are not attributes
-                for g in v.groups:
-                    if g.group == gi:
-                        w[v.index] = g.weight
+        ev = ob.evaluated_get(depsgraph)
+        me = ev.to_mesh()
+        try:
+            w = np.ones(len(me.vertices))
+            vg = ob.vertex_groups.get(group_name) if group_name else None
+            if vg is not None:
+                w[:] = 0.0
+                gi = vg.index
+                for v in me.vertices:                        # vertex groups are not attributes
+                    for g in v.groups:
+                        if g.group == gi:
+                            w[v.index] = g.weight
+        finally:
+            ev.to_mesh_clear()
         parts.append(w)
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
 # --- storing a binding ------------------------------------------------------------
 
+def _pack(data):
+    """bytes -> int32 array (an ID property Blender stores whole, NUL bytes included)."""
+    pad = (-len(data)) % 4
+    return np.frombuffer(data + b"\0" * pad, dtype=np.int32).copy()
+
+
+def _unpack(prop, size):
+    return np.asarray(prop, dtype=np.int32).tobytes()[:size]
+
+
 def store_binding(arm, binding_bytes, pose_bytes, meta):
-    arm[BINDING_KEY] = binding_bytes
-    arm[POSE_KEY] = pose_bytes
-    arm[META_KEY] = dict(meta, version=STORAGE_VERSION)
+    """Store a binding on the armature object, replacing any previous one whole.
+
+    The data live in ID properties whose names start with "_" (hidden from
+    the Custom Properties panel, so nobody edits them by accident) as int32
+    arrays: assigning bytes over an existing bytes property keeps only the
+    bytes before the first NUL in Blender 5.0.1, which corrupted re-binds.
+    """
+    clear_binding(arm)
+    arm[BINDING_KEY] = _pack(binding_bytes)
+    arm[POSE_KEY] = _pack(pose_bytes)
+    arm[META_KEY] = dict(meta, version=STORAGE_VERSION, binding_size=len(binding_bytes),
+                         pose_size=len(pose_bytes))
 
 
 def stored_meta(arm):
-    meta = arm.get(META_KEY)
+    meta = arm.get(META_KEY, arm.get(LEGACY_KEYS[2]))
     return None if meta is None else meta.to_dict()
 
 
 def load_stored(arm):
     """(binding bytes, pose bytes, meta dict) or SceneError when not bound."""
+    if META_KEY not in arm and all(k in arm for k in LEGACY_KEYS):      # stored by 0.1.0
+        return bytes(arm[LEGACY_KEYS[0]]), bytes(arm[LEGACY_KEYS[1]]), arm[LEGACY_KEYS[2]].to_dict()
     if BINDING_KEY not in arm or META_KEY not in arm or POSE_KEY not in arm:
         raise SceneError(f"armature '{arm.name}' is not bound: press Bind first")
     meta = arm[META_KEY].to_dict()
     if meta.get("version", 0) > STORAGE_VERSION:
         raise SceneError("the binding was stored by a newer version of the extension: update it or re-bind")
-    return bytes(arm[BINDING_KEY]), bytes(arm[POSE_KEY]), meta
+    return _unpack(arm[BINDING_KEY], meta["binding_size"]), _unpack(arm[POSE_KEY], meta["pose_size"]), meta
 
 
 def clear_binding(arm):
     found = False
-    for key in (BINDING_KEY, POSE_KEY, META_KEY):
+    for key in (BINDING_KEY, POSE_KEY, META_KEY) + LEGACY_KEYS:
         if key in arm:
             del arm[key]
             found = True
@@ -311,17 +348,27 @@ def _new_fcurve(bag, path, index, group):
         return fc
 
 
+def other_users(arm, action):
+    """Users of ``action`` besides ``arm``'s active action slot: other objects, NLA strips, a fake user."""
+    own = 1 if arm.animation_data is not None and arm.animation_data.action == action else 0
+    return action.users - own
+
+
 def write_action(arm, name, frames, rig, channels):
-    """Create (or replace) action ``name`` with the given channels and assign it.
+    """Create action ``name`` with the given channels and assign it.
+
+    A previous action of that name is replaced only when nothing but
+    ``arm`` uses it; otherwise it is kept and the new one is named
+    ``<name>.001`` (Blender's numbering): the caller compares names to say so.
 
     channels : list of ``(bone index, property, values (F,k))``, property one
         of 'location', 'rotation_quaternion', 'rotation_euler',
         'rotation_axis_angle'. Keys are linear, one per frame.
     """
     old = bpy.data.actions.get(name)
-    if old is not None:
+    if old is not None and other_users(arm, old) == 0:
         bpy.data.actions.remove(old)
-    action = bpy.data.actions.new(name)
+    action = bpy.data.actions.new(name)                      # "<name>.001", ... while the old one is kept
     slot, bag = _channelbag(action, arm)
     frames = np.asarray(frames, dtype=np.float32)
     F = len(frames)

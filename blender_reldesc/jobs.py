@@ -101,7 +101,8 @@ class BindJob:
                     descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path)
-        pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str))
+        pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str),
+                         rest_lengths=rest_lengths(self.rig))
         adapter.store_binding(self.arm, binding.to_bytes(), pose, meta)
         # Once the adapted action is assigned nothing else may use the source:
         # a fake user keeps Blender from dropping it when the file is saved.
@@ -142,6 +143,13 @@ def environment_status(meta):
     return True, "Environment matches the binding"
 
 
+def rest_lengths(rig):
+    """(J,) rest length of every joint's bone (parent joint to joint) in armature space."""
+    skeleton, head, tail = joint_layout(rig.names, rig.parents)
+    joints = np.concatenate([rig.rest[:, :3, 3], rig.tails[tail >= 0]])
+    return skeleton.bone_lengths(joints[None])[0]
+
+
 class Bound:
     """A stored binding read back with what the bake and the live preview need."""
 
@@ -151,6 +159,7 @@ class Bound:
         pose = _load_npz(pose)
         self.rotations, self.world = pose["rotations"], pose["world"]
         self.rig = adapter.read_rig(arm)
+        self.bind_rest_lengths = pose.get("rest_lengths")
         if list(pose["bones"]) != self.rig.names:
             raise SceneError(f"the bones of '{arm.name}' changed since bind: re-bind")
         skeleton, self.head_joint, self.tail_joint = joint_layout(self.rig.names, self.rig.parents)
@@ -159,6 +168,26 @@ class Bound:
 
     def _objects(self):
         return bound_objects(self.meta)
+
+    def bone_lengths(self):
+        """({joint: new length} for bones whose rest length changed since bind, or None; their names).
+
+        Whatever way a bone was edited (its tail moved, a child moved or not),
+        each bone keeps the source's per-frame variation scaled by
+        rest length now / rest length at bind.
+        """
+        if self.bind_rest_lengths is None or len(self.bind_rest_lengths) != len(self.binding.skeleton):
+            return None, []
+        now, then = rest_lengths(self.rig), self.bind_rest_lengths
+        sk = self.binding.skeleton
+        ok = (sk.parents >= 0) & (then > 1e-9 * max(then.max(), 1e-300))
+        ratio = np.where(ok, now / np.where(ok, then, 1.0), 1.0)
+        changed = np.flatnonzero(np.abs(ratio - 1.0) > 1e-5)
+        if not changed.size:
+            return None, []
+        src = sk.bone_lengths(self.binding.motion).mean(axis=0)
+        names = [sk.names[j] for j in changed.tolist()]
+        return {n: float(src[j] * ratio[j]) for n, j in zip(names, changed.tolist())}, names
 
     def check_counts(self, counts):
         if ([c[0] for c in counts] != list(self.meta["vertex_counts"])
@@ -214,6 +243,17 @@ def bone_overrides(arm, bound, warn=None):
     return out
 
 
+def hinge_overrides(arm, bound):
+    """{joint name: "ON" | "OFF"} from the bones' ``reldesc.hinge`` (AUTO bones are left out)."""
+    names = set(bound.binding.skeleton.names)
+    out = {}
+    for pb in arm.pose.bones:
+        mode = getattr(getattr(pb, "reldesc", None), "hinge", "AUTO")
+        if mode != "AUTO" and pb.name in names:
+            out[pb.name] = mode
+    return out
+
+
 def read_influence(scene, bound, group=None, warn=None):
     """(V,) painted influence of the bound environment, or None when no mesh has the group.
 
@@ -259,13 +299,16 @@ class BakeJob:
         self.mesh = bound.binding.mesh.with_vertices(bound.read_environment(self.scene))
         self.influence = read_influence(self.scene, bound, self.influence_group, self.warn)
         self.overrides = bone_overrides(self.arm, bound, self.warn) or None
+        self.hinges = hinge_overrides(self.arm, bound) or None
+        self.bone_lengths, self.changed_bones = bound.bone_lengths()
         self.flags = stored_contact_flags(self.arm)
         self.contact_settings = contact_settings(self.scene, bound, self.contact_overrides)
         self.read_seconds = time.perf_counter() - t0
 
     def compute(self, progress=None):
         t0 = time.perf_counter()
-        options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress)
+        options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress,
+                       bone_lengths=self.bone_lengths, hinges=self.hinges)
         self.outcomes = None
         try:
             self.result, self.outcomes = contacts_outcomes(self.bound, self.mesh, self.flags,
@@ -276,6 +319,11 @@ class BakeJob:
                 raise SceneError(f"cannot re-position contacts: {e}") from None
             self.warn(f"contacts not checked: {e}")
             self.result = adapt(self.bound.binding, self.mesh, **options)
+        if self.result.unbound_joints:
+            self.warn("no surface near " + ", ".join(f"{n} ({k} frames)" for n, k in
+                                                     self.result.unbound_joints.items())
+                      + ": those joints followed the body rigidly; add the surfaces they touch to the "
+                        "environment or raise the sampling radius, then re-bind")
         self.quats, self.locs = self.bound.pose_channels(self.result.positions)
         self.adapt_seconds = time.perf_counter() - t0
 
@@ -294,8 +342,11 @@ class BakeJob:
                 channels.append((b, "rotation_euler", euler_from_quat(quats[:, b:b + 1], mode)[:, 0]))
             if mask[b]:
                 channels.append((b, "location", locs[:, b]))
-        action = adapter.write_action(self.arm, self.source.name + ADAPTED_SUFFIX, bound.frames, bound.rig,
-                                      channels)
+        wanted = self.source.name + ADAPTED_SUFFIX
+        action = adapter.write_action(self.arm, wanted, bound.frames, bound.rig, channels)
+        if action.name != wanted:
+            self.warn(f"kept '{wanted}' because something else uses it (another object, an NLA strip or a "
+                      f"fake user); wrote '{action.name}'")
         adapter.copy_object_channels(self.source, action)
         write_seconds = time.perf_counter() - t0
         err, res = self.result.bone_length_error, self.result.target_residual
@@ -313,12 +364,32 @@ class BakeJob:
             target_residual_mean=float(res.mean()), target_residual_max=float(res.max()),
             bone_length_error_per_frame=[float(x) for x in err],
             target_residual_per_frame=[float(x) for x in res],
-            worst_frames=[int(bound.frames[i]) for i in worst])
+            worst_frames=[int(bound.frames[i]) for i in worst],
+            joint_limit_violations=_limit_report(self.result, bound),
+            changed_bones=self.changed_bones,
+            hinges=list(self.result.hinges or []))
 
     def run(self, progress=None):
         self.read()
         self.compute(progress or _print_progress(self.label))
         return self.write()
+
+
+def _limit_report(result, bound, worst=5):
+    """{count, max_degrees, worst: [{joint, frame, degrees}]} of the joint-limit violations."""
+    v = result.joint_limit_violations
+    names = bound.binding.skeleton.names
+    f, j = np.nonzero(v > 1e-6)
+    order = np.argsort(-v[f, j])
+    rows, seen = [], set()
+    for i in order.tolist():
+        if f[i] in seen:
+            continue
+        seen.add(f[i])
+        rows.append(dict(joint=names[j[i]], frame=int(bound.frames[f[i]]), degrees=float(v[f[i], j[i]])))
+        if len(rows) == worst:
+            break
+    return dict(count=int(len(f)), max_degrees=float(v.max()) if v.size else 0.0, worst=rows)
 
 
 def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None,

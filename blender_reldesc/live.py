@@ -24,13 +24,15 @@ last_error = ""
 
 def session_for(arm):
     """The cached stored binding and core LiveSession of ``arm`` (built on first use)."""
-    from .jobs import Bound, bone_overrides
+    from .jobs import Bound, bone_overrides, hinge_overrides
     key = arm.name
     entry = _sessions.get(key)
     if entry is None:
         bound = Bound(arm)
         entry = {"bound": bound, "influence_dirty": True,
-                 "session": LiveSession(bound.binding, affinity_override=bone_overrides(arm, bound) or None)}
+                 "session": LiveSession(bound.binding, affinity_override=bone_overrides(arm, bound) or None,
+                                        bone_lengths=bound.bone_lengths()[0],
+                                        hinges=hinge_overrides(arm, bound) or None)}
         entry["watched"] = {ob.name for ob in bound.objects} | {ob.data.name for ob in bound.objects}
         _sessions[key] = entry
     return entry

@@ -62,6 +62,10 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     last_error_mean: FloatProperty(name="Mean Bone-Length Error", default=0.0, subtype='PERCENTAGE')
     last_error_max: FloatProperty(name="Max Bone-Length Error", default=0.0, subtype='PERCENTAGE')
     last_worst_frames: StringProperty(name="Worst Frames", default="")
+    last_limit_count: IntProperty(name="Joint-Limit Violations", default=0)
+    last_limit_max: FloatProperty(name="Worst Joint-Limit Violation", default=0.0,
+                                  description="Degrees past the joint's limit")
+    last_limit_frames: StringProperty(name="Worst Joint-Limit Frames", default="")
 
 
 def _bone_changed(self, context):
@@ -74,6 +78,11 @@ class RelDescBoneSettings(bpy.types.PropertyGroup):
                                         description="Use the affinity below instead of the computed one")
     affinity: FloatProperty(name="Affinity", default=1.0, min=0.0, max=1.0, update=_bone_changed,
                             description="1 keeps the joint's relation to the surfaces; 0 lets it give way")
+    hinge: EnumProperty(name="Hinge", default='AUTO', update=_bone_changed, items=[
+        ('AUTO', "Auto", "A hinge when the source bends this joint on one side of one plane"),
+        ('ON', "On", "Always a hinge: never bent against the source's bend direction"),
+        ('OFF', "Off", "Never a hinge: free to bend either way")],
+        description="Whether the solver keeps this joint bending the way the source bends it (knees, elbows)")
 
 
 classes = (RelDescSceneSettings, RelDescBoneSettings)

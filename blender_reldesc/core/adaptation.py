@@ -44,6 +44,7 @@ class AdaptResult:
     joint_limit_violations : (F,J) degrees per joint.
     unbound_joints : {joint name: frames} for joints that had no weighted
         descriptor on some frames and followed the body rigidly there.
+    hinges : names of the joints treated as hinges.
     """
 
     positions: np.ndarray
@@ -54,6 +55,7 @@ class AdaptResult:
     bone_lengths: np.ndarray
     joint_limit_violations: np.ndarray = None
     unbound_joints: dict = None
+    hinges: list = None
 
     @property
     def joint_limit_violation(self):
@@ -100,6 +102,25 @@ def check_topology(binding, mesh):
                             "changed, re-bind")
 
 
+def descriptor_influence(binding, vertex_influence):
+    """(N,) influence of each descriptor from the painted ``vertex_influence`` (V,), or None."""
+    if vertex_influence is None:
+        return None
+    ref = binding.mesh
+    vi = np.asarray(vertex_influence, dtype=float)
+    if vi.shape != (ref.vertex_count,):
+        raise InputError(f"vertex_influence must have one value per vertex ({ref.vertex_count},), "
+                         f"got {vi.shape}")
+    if not np.all(np.isfinite(vi)):
+        raise InputError("vertex_influence contains NaN or inf")
+    vi = np.clip(vi, 0.0, 1.0)
+    influence = np.einsum("nk,nk->n", binding.barycentrics, vi[ref.triangles[binding.triangles]])
+    if binding.descriptor_count and not np.any(influence > 0):
+        raise InputError("the painted influence is 0 on every surface, so the binding has no active "
+                         "descriptor: paint some influence back (weight > 0)")
+    return influence
+
+
 class Rig:
     """What the solver needs that does not depend on the environment.
 
@@ -119,19 +140,7 @@ class Rig:
         ref = binding.mesh
         new_len = _per_joint(skeleton, bone_lengths, "bone_lengths", lo=0.0)
         self.override = _per_joint(skeleton, affinity_override, "affinity_override", lo=0.0, hi=1.0)
-        self.influence = None
-        if vertex_influence is not None:
-            vi = np.asarray(vertex_influence, dtype=float)
-            if vi.shape != (ref.vertex_count,):
-                raise InputError(f"vertex_influence must have one value per vertex ({ref.vertex_count},), "
-                                 f"got {vi.shape}")
-            if not np.all(np.isfinite(vi)):
-                raise InputError("vertex_influence contains NaN or inf")
-            vi = np.clip(vi, 0.0, 1.0)
-            self.influence = np.einsum("nk,nk->n", binding.barycentrics, vi[ref.triangles[binding.triangles]])
-            if binding.descriptor_count and not np.any(self.influence > 0):
-                raise InputError("the painted influence is 0 on every surface, so the binding has no active "
-                                 "descriptor: paint some influence back (weight > 0)")
+        self.influence = descriptor_influence(binding, vertex_influence)
         if pins is not None:
             pins = np.asarray(pins, dtype=float)
             if pins.shape != (F, J, 3):
@@ -415,7 +424,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
-                       rig.limit_violations(positions, frames), rig.unbound_names())
+                       rig.limit_violations(positions, frames), rig.unbound_names(), rig.hinge_names)
 
 
 class LiveSession:
@@ -460,10 +469,9 @@ class LiveSession:
     def set_influence(self, vertex_influence):
         """New painted influence (V,) or None; drops the cache when it changed."""
         old = self.rig.influence
-        rig = self.rig
-        rebuilt = Rig(self.binding, vertex_influence=vertex_influence, affinity_override=None)
-        if (old is None) != (rebuilt.influence is None) or (old is not None and not np.array_equal(old, rebuilt.influence)):
-            rig.influence = rebuilt.influence
+        new = descriptor_influence(self.binding, vertex_influence)
+        if (old is None) != (new is None) or (old is not None and not np.array_equal(old, new)):
+            self.rig.influence = new
             self.invalidate()
 
     def _environment(self, vertices, sig):

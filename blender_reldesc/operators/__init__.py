@@ -45,30 +45,48 @@ class _Target:
         return context.scene is not None and hasattr(context.scene, "reldesc")
 
 
+class _WorkerState:
+    """What the worker thread and the main thread share. The worker touches only this
+    plain object (never bpy, never the operator): progress, cancel flag, error and
+    warnings are read and replayed by the main thread."""
+
+    def __init__(self):
+        self.fraction = 0.0
+        self.cancel = False
+        self.error = None
+        self.warnings = []          # list.append is atomic under the GIL
+
+    def progress(self, done, total):
+        self.fraction = done / max(total, 1)
+        return not self.cancel
+
+
 class _JobOperator(_Target):
     """Runs a job's read / compute / write phases; modal with a worker thread when interactive."""
 
     _job = None
     _thread = None
     _timer = None
-    _error = None
-    _cancel = False
+    _state = None
 
-    def make_job(self, context):
+    def make_job(self, context, warn):
         raise NotImplementedError
 
     def finish(self, context, report):
         raise NotImplementedError
 
-    def _progress(self, done, total):
-        self._fraction = done / max(total, 1)
-        return not self._cancel
+    def _replay(self, state):
+        for message in state.warnings:
+            self.report({'WARNING'}, message)
+        state.warnings.clear()
 
     def execute(self, context):
+        state = _WorkerState()
         try:
-            job = self.make_job(context)
+            job = self.make_job(context, state.warnings.append)
             report = job.run()
         except (RelDescError, Cancelled) as e:
+            self._replay(state)
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}
         except Exception as e:          # a bug: report it, the details go to the console
@@ -76,31 +94,23 @@ class _JobOperator(_Target):
             traceback.print_exc()
             self.report({'ERROR'}, f"Unexpected {type(e).__name__}: {e} (details in the system console)")
             return {'CANCELLED'}
+        self._replay(state)
         self.finish(context, report)
         return {'FINISHED'}
 
     def invoke(self, context, event):
         if bpy.app.background:
             return self.execute(context)
+        state = self._state = _WorkerState()
         try:
-            self._job = self.make_job(context)
-            self._job.read()
+            job = self._job = self.make_job(context, state.warnings.append)
+            job.read()
         except RelDescError as e:
+            self._replay(state)
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}
-        self._cancel, self._error, self._fraction = False, None, 0.0
-
-        def work():
-            try:
-                self._job.compute(self._progress)
-            except (RelDescError, Cancelled) as e:
-                self._error = e
-            except Exception as e:      # a bug: keep the modal loop alive to report it
-                import traceback
-                traceback.print_exc()
-                self._error = RelDescError(f"Unexpected {type(e).__name__}: {e} (details in the system console)")
-
-        self._thread = threading.Thread(target=work, daemon=True)
+        self._replay(state)
+        self._thread = threading.Thread(target=compute_in_worker, args=(job, state), daemon=True)
         self._thread.start()
         wm = context.window_manager
         wm.progress_begin(0, 100)
@@ -110,26 +120,43 @@ class _JobOperator(_Target):
 
     def modal(self, context, event):
         wm = context.window_manager
+        state = self._state
         if event.type == 'ESC':
-            self._cancel = True
+            state.cancel = True
         if event.type != 'TIMER':
             return {'RUNNING_MODAL'}
-        wm.progress_update(int(100 * self._fraction))
+        wm.progress_update(int(100 * state.fraction))
         if self._thread.is_alive():
             return {'RUNNING_MODAL'}
         wm.event_timer_remove(self._timer)
         wm.progress_end()
-        if self._error is not None:
-            self.report({'WARNING'} if isinstance(self._error, Cancelled) else {'ERROR'},
-                        "Cancelled: nothing was changed" if isinstance(self._error, Cancelled) else str(self._error))
+        self._replay(state)
+        if state.error is not None:
+            cancelled = isinstance(state.error, Cancelled)
+            self.report({'WARNING'} if cancelled else {'ERROR'},
+                        "Cancelled: nothing was changed" if cancelled else str(state.error))
             return {'CANCELLED'}
         try:
             report = self._job.write()
         except RelDescError as e:
+            self._replay(state)
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}
+        self._replay(state)
         self.finish(context, report)
         return {'FINISHED'}
+
+
+def compute_in_worker(job, state):
+    """The compute phase of ``job`` on a worker thread: no bpy, only ``state`` is written."""
+    try:
+        job.compute(state.progress)
+    except (RelDescError, Cancelled) as e:
+        state.error = e
+    except Exception as e:              # a bug: keep the modal loop alive to report it
+        import traceback
+        traceback.print_exc()
+        state.error = RelDescError(f"Unexpected {type(e).__name__}: {e} (details in the system console)")
 
 
 class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
@@ -138,11 +165,10 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
     bl_label = "Bind"
     bl_options = {'REGISTER', 'UNDO'}
 
-    def make_job(self, context):
+    def make_job(self, context, warn):
         settings = context.scene.reldesc
         return jobs.BindJob(context.scene, self.get_armature(context), self.get_environment(context),
-                            settings.body_height, settings.radius_factor,
-                            warn=lambda m: self.report({'WARNING'}, m))
+                            settings.body_height, settings.radius_factor, warn=warn)
 
     def finish(self, context, report):
         live.clear()
@@ -156,10 +182,9 @@ class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
     bl_label = "Bake"
     bl_options = {'REGISTER', 'UNDO'}
 
-    def make_job(self, context):
+    def make_job(self, context, warn):
         settings = context.scene.reldesc
-        return jobs.BakeJob(context.scene, self.get_armature(context), settings.influence_group,
-                            warn=lambda m: self.report({'WARNING'}, m))
+        return jobs.BakeJob(context.scene, self.get_armature(context), settings.influence_group, warn=warn)
 
     def finish(self, context, report):
         s = context.scene.reldesc
@@ -169,6 +194,10 @@ class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
         s.last_error_max = 100 * report["bone_length_error_max"]
         s.last_worst_frames = " ".join(str(f) for f in report["worst_frames"])
         s.last_residual_mean = report["target_residual_mean"]
+        limits = report["joint_limit_violations"]
+        s.last_limit_count = limits["count"]
+        s.last_limit_max = limits["max_degrees"]
+        s.last_limit_frames = " ".join(str(r["frame"]) for r in limits["worst"])
         self.report({'INFO'}, f"Baked {report['frames']} frames of '{report['source']}' into '{report['action']}' "
                               f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
 

@@ -67,6 +67,7 @@ class RELDESC_PT_affinity(_SubPanel, bpy.types.Panel):
             sub = row.row(align=True)
             sub.enabled = pb.reldesc.use_affinity_override
             sub.prop(pb.reldesc, "affinity", slider=True)
+            layout.prop(pb.reldesc, "hinge")
         overridden = [b for b in arm.pose.bones if b.reldesc.use_affinity_override]
         if overridden:
             box = layout.box()
@@ -120,6 +121,12 @@ class RELDESC_PT_diagnostics(_SubPanel, bpy.types.Panel):
             row = layout.row(align=True)
             row.label(text="Worst:")
             for f in s.last_worst_frames.split():
+                row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
+        layout.label(text=f"Joint limits: {s.last_limit_count} violations, {s.last_limit_max:.1f}° worst")
+        if s.last_limit_frames:
+            row = layout.row(align=True)
+            row.label(text="Worst:")
+            for f in s.last_limit_frames.split():
                 row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
 
 

@@ -84,7 +84,9 @@ def test_demo_writes_the_blend_the_report_and_the_picture(tmp_path):
     r = run("demo", "-o", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
-    assert report["frames"] == 150 and report["bone_length_error_mean"] < 0.001
+    # Bend limits now compete with bone lengths in the raw solve (issue 8 target: <= 0.5 %);
+    # the final forward pass makes the baked lengths exact.
+    assert report["frames"] == 150 and report["bone_length_error_mean"] < 0.005
     assert report["contact_counts"]["unresolved"] == 0
     png = (out / "before_after.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

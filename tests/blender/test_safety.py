@@ -1,0 +1,151 @@
+"""Paths that could lose an animator's data or mislead them: re-bind, re-bake with other users,
+append into another file, rename, worker-thread safety, painted influence on modified meshes,
+and bone lengths edited after bind."""
+
+import numpy as np
+import pytest
+
+import bpy
+
+from blender_reldesc import adapter, demo, jobs
+from blender_reldesc.operators import _WorkerState, compute_in_worker
+
+
+def _bind_bake(arm_name="Walker", env="Environment"):
+    assert bpy.ops.reldesc.bind(armature=arm_name, environment=env) == {'FINISHED'}
+    assert bpy.ops.reldesc.bake(armature=arm_name) == {'FINISHED'}
+
+
+def test_binding_twice_then_bake_works_and_is_hidden_from_custom_properties(scene):
+    scene, arm, *_ = scene
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    first = jobs.Bound(arm).binding
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    again = jobs.Bound(arm).binding
+    np.testing.assert_array_equal(first.triangles, again.triangles)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    # Stored under "_" names: Blender's Custom Properties panel does not list them.
+    assert all(k.startswith("_") for k in arm.keys() if "reldesc" in k and "contacts" not in k)
+
+
+def test_rebake_keeps_an_adapted_action_used_elsewhere(scene):
+    scene, arm, *_ = scene
+    _bind_bake()
+    first = bpy.data.actions["Walk.adapted"]
+    # A second armature, an NLA strip and a fake user each keep it alive.
+    other = bpy.data.objects.new("Other", arm.data)
+    scene.collection.objects.link(other)
+    other.animation_data_create()
+    other.animation_data.action = first
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert other.animation_data.action == first and first.name == "Walk.adapted"
+    assert arm.animation_data.action.name == "Walk.adapted.001"
+    other.animation_data.action = None
+    track = arm.animation_data.nla_tracks.new()
+    track.strips.new("kept", 1, bpy.data.actions["Walk.adapted.001"])
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert track.strips[0].action.name == "Walk.adapted.001"
+    arm.animation_data.nla_tracks.remove(track)
+    first.use_fake_user = True
+    before = len(first.slots)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert "Walk.adapted" in bpy.data.actions and len(bpy.data.actions["Walk.adapted"].slots) == before
+    # With no other user left, a re-bake replaces its own previous result.
+    names = {a.name for a in bpy.data.actions}
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert {a.name for a in bpy.data.actions} == names
+
+
+def test_append_into_another_file_and_rename_then_bake(scene, tmp_path):
+    scene, arm, env, bridge, beam = scene
+    _bind_bake()
+    path = str(tmp_path / "bound.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    blender_reldesc_register_again()
+    with bpy.data.libraries.load(path, link=False) as (src, dst):
+        dst.objects = [n for n in src.objects if n in ("Walker", "Bridge", "Beam")]
+        dst.collections = ["Environment"]
+    scene = bpy.context.scene
+    for ob in dst.objects:
+        if ob.name not in [o.name for c in dst.collections for o in c.objects]:
+            scene.collection.objects.link(ob)
+    for c in dst.collections:
+        scene.collection.children.link(c)
+    walker = bpy.data.objects["Walker"]
+    assert adapter.stored_meta(walker) is not None
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    bpy.data.collections["Environment"].name = "Set"
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+
+
+def blender_reldesc_register_again():
+    # read_factory_settings keeps registered classes; the scene property group is re-created with the scene.
+    assert hasattr(bpy.context.scene, "reldesc")
+
+
+class _Poison:
+    def __getattr__(self, name):
+        raise AssertionError(f"bpy.{name} touched from the compute phase")
+
+
+def test_the_compute_phase_touches_no_bpy(scene, monkeypatch):
+    scene, arm, env, bridge, beam = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    demo.lower_beam(beam)
+    state = _WorkerState()
+    job = jobs.BakeJob(scene, arm, warn=state.warnings.append)
+    job.read()
+    for module in (jobs, adapter):
+        monkeypatch.setattr(module, "bpy", _Poison())
+    compute_in_worker(job, state)
+    assert state.error is None and state.fraction == 1.0
+    monkeypatch.undo()
+    assert job.write()["frames"] == 40
+
+
+def test_influence_painting_on_a_mesh_with_a_subdivision_modifier(scene):
+    scene, arm, env, bridge, beam = scene
+    bridge.modifiers.new("Subdivision", 'SUBSURF').levels = 1
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    vg = bridge.vertex_groups.new(name="reldesc_influence")
+    vg.add(list(range(len(bridge.data.vertices))), 0.5, 'REPLACE')
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    bound = jobs.Bound(arm)
+    influence = jobs.read_influence(scene, bound, "reldesc_influence")
+    assert influence.shape == (bound.binding.mesh.vertex_count,)
+
+
+@pytest.mark.parametrize("factor", [1.15, 0.85])
+def test_shins_edited_after_bind_stand_taller_or_lower(scene, factor):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bound = jobs.Bound(arm)
+    sk, motion = bound.binding.skeleton, bound.binding.motion
+    # Lengthen the shins in Edit Mode the way an animator would: move the foot bones down.
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    added = {}
+    for side in ("Left", "Right"):
+        leg, foot = arm.data.edit_bones[side + "Leg"], arm.data.edit_bones[side + "Foot"]
+        shin = foot.head - leg.head
+        delta = shin * (factor - 1.0)
+        added[side] = delta.length * np.sign(factor - 1.0)
+        for b in [foot] + list(foot.children_recursive):
+            b.head += delta
+            b.tail += delta
+    bpy.ops.object.mode_set(mode='OBJECT')
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    report = jobs.BakeJob(scene, arm).run()
+    assert {"LeftFoot", "RightFoot"} <= set(report["changed_bones"])
+    bound = jobs.Bound(arm)
+    from blender_helpers import heads_over_frames
+    heads = heads_over_frames(scene, arm, bound.frames)
+    hips = bound.rig.names.index("Hips")
+    rise = np.median(heads[:, hips, 2] - motion[:, sk.index("Hips"), 2])
+    assert np.sign(rise) == np.sign(factor - 1.0) and abs(rise) >= 0.7 * abs(added["Left"])
+    for side in ("Left", "Right"):
+        b = bound.rig.names.index(side + "Foot")
+        speed = np.linalg.norm(np.gradient(motion[:, sk.index(side + "Foot")], axis=0), axis=-1) * 24.0
+        planted = speed < 0.5
+        assert np.abs(heads[planted, b, 2] - motion[planted, sk.index(side + "Foot"), 2]).max() <= 0.02

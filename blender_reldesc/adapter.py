@@ -282,7 +282,25 @@ def _unpack(prop, size):
     return np.asarray(prop, dtype=np.int32).tobytes()[:size]
 
 
-def store_binding(arm, binding_bytes, pose_bytes, meta):
+#: ID-pointer properties: the source action and the environment collection follow
+#: renames, and appending the armature brings them along.
+SOURCE_KEY = "_reldesc_source"
+ENVIRONMENT_KEY = "_reldesc_environment"
+
+
+def bound_source(arm, meta):
+    """The bound source action: by pointer, else by the name stored at bind (None if gone)."""
+    action = arm.get(SOURCE_KEY)
+    return action if isinstance(action, bpy.types.Action) else bpy.data.actions.get(meta["action"])
+
+
+def bound_environment(arm, meta):
+    """Name of the bound environment collection now (it may have been renamed or appended)."""
+    coll = arm.get(ENVIRONMENT_KEY)
+    return coll.name if isinstance(coll, bpy.types.Collection) else meta["environment"]
+
+
+def store_binding(arm, binding_bytes, pose_bytes, meta, action=None, collection=None):
     """Store a binding on the armature object, replacing any previous one whole.
 
     The data live in ID properties whose names start with "_" (hidden from
@@ -291,6 +309,10 @@ def store_binding(arm, binding_bytes, pose_bytes, meta):
     bytes before the first NUL in Blender 5.0.1, which corrupted re-binds.
     """
     clear_binding(arm)
+    if action is not None:
+        arm[SOURCE_KEY] = action
+    if collection is not None:
+        arm[ENVIRONMENT_KEY] = collection
     arm[BINDING_KEY] = _pack(binding_bytes)
     arm[POSE_KEY] = _pack(pose_bytes)
     arm[META_KEY] = dict(meta, version=STORAGE_VERSION, binding_size=len(binding_bytes),
@@ -316,7 +338,7 @@ def load_stored(arm):
 
 def clear_binding(arm):
     found = False
-    for key in (BINDING_KEY, POSE_KEY, META_KEY) + LEGACY_KEYS:
+    for key in (BINDING_KEY, POSE_KEY, META_KEY, SOURCE_KEY, ENVIRONMENT_KEY) + LEGACY_KEYS:
         if key in arm:
             del arm[key]
             found = True

@@ -103,7 +103,8 @@ class BindJob:
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path)
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str),
                          rest_lengths=rest_lengths(self.rig))
-        adapter.store_binding(self.arm, binding.to_bytes(), pose, meta)
+        adapter.store_binding(self.arm, binding.to_bytes(), pose, meta, action=self.action,
+                              collection=bpy.data.collections.get(self.environment))
         # Once the adapted action is assigned nothing else may use the source:
         # a fake user keeps Blender from dropping it when the file is saved.
         self.action.use_fake_user = True
@@ -121,9 +122,10 @@ def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progre
     return BindJob(scene, arm, environment, body_height, radius_factor, warn).run(progress)
 
 
-def bound_objects(meta):
+def bound_objects(meta, arm=None):
     """The environment meshes of a stored binding; SceneError when they changed since bind."""
-    objects, _ = adapter.environment_objects(meta["environment"])
+    objects, _ = adapter.environment_objects(meta["environment"] if arm is None
+                                             else adapter.bound_environment(arm, meta))
     names = [ob.name for ob in objects]
     if names != list(meta["objects"]):
         raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
@@ -131,11 +133,11 @@ def bound_objects(meta):
     return objects
 
 
-def environment_status(meta):
+def environment_status(meta, arm=None):
     """(matches, message) for the panel: a cheap check of names and, on meshes
     without modifiers, vertex counts (the bake checks the evaluated geometry)."""
     try:
-        objects = bound_objects(meta)
+        objects = bound_objects(meta, arm)
     except SceneError as e:
         return False, str(e)
     if not all(ob.modifiers or len(ob.data.vertices) == v for ob, v in zip(objects, meta["vertex_counts"])):
@@ -164,10 +166,11 @@ class Bound:
             raise SceneError(f"the bones of '{arm.name}' changed since bind: re-bind")
         skeleton, self.head_joint, self.tail_joint = joint_layout(self.rig.names, self.rig.parents)
         self.frames = np.arange(self.meta["frame_start"], self.meta["frame_end"] + 1)
+        self.arm = arm
         self.objects = self._objects()
 
     def _objects(self):
-        return bound_objects(self.meta)
+        return bound_objects(self.meta, self.arm)
 
     def bone_lengths(self):
         """({joint: new length} for bones whose rest length changed since bind, or None; their names).
@@ -292,7 +295,7 @@ class BakeJob:
     def read(self):
         t0 = time.perf_counter()
         self.bound = bound = Bound(self.arm)
-        self.source = bpy.data.actions.get(bound.meta["action"])
+        self.source = adapter.bound_source(self.arm, bound.meta)
         if self.source is None:
             raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion "
                              "to adapt")

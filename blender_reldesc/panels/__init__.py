@@ -33,7 +33,7 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.label(text=f"'{meta['action']}' on '{meta['environment']}'", icon='ACTION')
             box.label(text=f"{meta['descriptors']} descriptors, frames {meta['frame_start']}-{meta['frame_end']}")
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
-            ok, message = environment_status(meta)
+            ok, message = environment_status(meta, arm)
             box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
         row = layout.row(align=True)
         row.enabled = meta is not None

@@ -51,7 +51,7 @@ def test_zero_influence_makes_a_surface_ignored(scene):
     group.add(range(len(beam.data.vertices)), 1.0, 'REPLACE')
     bpy.ops.reldesc.bake(armature="Walker")
     followed = _bone_heights(scene, arm, "Head")
-    assert np.min(followed - (head_src - 0.1)) < -0.1                     # ducks under the beam again
+    assert np.min(followed - (head_src - 0.1)) < -0.03                    # ducks for the beam again (bend limits keep the spine human: less than before)
 
 
 def test_all_zero_influence_is_a_clear_error(scene):
@@ -111,7 +111,7 @@ def test_live_preview_follows_painting_without_rebinding(scene):
     for f in range(1, frame + 1):
         scene.frame_set(f)
     upright = adapter.read_pose(arm)[0][head, 2]
-    assert upright - ducked > 0.1
+    assert upright - ducked > 0.03
     bpy.ops.reldesc.live(armature="Walker")
 
 

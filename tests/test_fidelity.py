@@ -97,18 +97,29 @@ def test_hinges_are_found_from_the_motion_whatever_the_names(convention):
     assert not found & {"hips", "spine", "chest", "chest2", "neck", "thigh.L", "clavicle.L"}
 
 
-@pytest.mark.parametrize("limbs", ["straight", "hyperextended", "nearly_straight"])
+@pytest.mark.parametrize("limbs", ["straight", "hyperextended", "nearly_straight", "bent"])
 def test_a_limb_the_source_holds_straight_is_never_flipped(limbs):
+    # Every hinge of the pose is bent the other way (its knee reflected across the
+    # parent-child line): frames where the source bends clearly are flipped back to
+    # the source; frames where the source is within 10 degrees of straight stay as given.
     skel, roles, motion, V, T = _scene("bvh", limbs, frames=40)
     binding = bind(skel, motion, TriMesh(V, T))
     rig = Rig(binding, hinges={"LeftElbow": "ON", "RightElbow": "ON", "LeftKnee": "ON", "RightKnee": "ON"})
     hinges = rig.hinges
+    t = hinges.triples
     for f in range(len(motion)):
-        p = motion[f].copy()
-        hinges.limit(p, motion, f)
-        a, k, c = (motion[f, hinges.triples[:, i]] for i in range(3))
+        a, k, c = (motion[f, t[:, i]] for i in range(3))
+        axis = (c - a) / np.linalg.norm(c - a, axis=1, keepdims=True)
+        off = (k - a) - np.einsum("hi,hi->h", k - a, axis)[:, None] * axis
         straight = np.degrees(bend_angles(a, k, c)) < 10.0
-        np.testing.assert_array_equal(p[hinges.triples[straight, 1]], motion[f, hinges.triples[straight, 1]])
+        for h in range(len(t)):                                 # one hinge at a time bent the other way
+            p = motion[f].copy()
+            p[t[h, 1]] = k[h] - 2 * off[h]
+            given = p[t[h, 1]].copy()
+            hinges.limit(p, motion, f)
+            want = given if straight[h] else motion[f, t[h, 1]]
+            np.testing.assert_allclose(p[t[h, 1]], want, atol=1e-9)
+    assert limbs != "bent" or not straight.all()
 
 
 def test_a_hinge_override_switches_it_off():

@@ -137,7 +137,6 @@ class Rig:
         self.binding = binding
         skeleton, motion, H = binding.skeleton, binding.motion, binding.body_height
         F, J, _ = motion.shape
-        ref = binding.mesh
         new_len = _per_joint(skeleton, bone_lengths, "bone_lengths", lo=0.0)
         self.override = _per_joint(skeleton, affinity_override, "affinity_override", lo=0.0, hi=1.0)
         self.influence = descriptor_influence(binding, vertex_influence)
@@ -154,7 +153,6 @@ class Rig:
         # Coincident joints (bones of zero length, e.g. Rigify's pelvis) are glued to their
         # parent; their children hang from the parent, their representative.
         zero = zero_length(skeleton, motion, H)
-        self.zero = zero
         rep = representatives(skeleton, zero)
         src = skeleton.bone_lengths(motion)                                     # (F,J)
         scale = np.ones(J)
@@ -187,9 +185,14 @@ class Rig:
             if mode not in ("AUTO", "ON", "OFF"):
                 raise InputError(f"hinge mode for '{name}' must be AUTO, ON or OFF, got {mode!r}")
             modes[skeleton.index(name) if isinstance(name, str) else int(name)] = mode
-        self.hinges = Hinges.detect(skeleton, motion, H, zero, modes)
-        self.limits = BendLimits.learn(skeleton, motion, zero,
-                                       () if self.hinges is None else self.hinges.triples[:, 1])
+        # Learnt from the source motion only: kept on the binding, so repeated adapts
+        # (contact rounds, re-bakes, live sessions) do not learn them again.
+        key = tuple(sorted(modes.items()))
+        if key not in binding._joint_models:
+            found = Hinges.detect(skeleton, motion, zero, modes)
+            binding._joint_models[key] = (found, BendLimits.learn(
+                skeleton, motion, zero, () if found is None else found.triples[:, 1]))
+        self.hinges, self.limits = binding._joint_models[key]
 
     def unbound_names(self):
         """{joint name: frames} of joints that followed the body rigidly for lack of descriptors."""
@@ -256,17 +259,15 @@ class Rig:
     def _follow_rigidly(self, targets, missing, motion):
         sk = self.binding.skeleton
         rows = np.flatnonzero(missing.any(axis=1))
-        rot = np.broadcast_to(np.eye(3), (len(rows), 3, 3)).copy()
-        shift = np.zeros((len(rows), 3))
-        for i, f in enumerate(rows.tolist()):
-            known = ~missing[f]
-            if not known.any():
-                continue
-            src, dst = motion[f, known], targets[f, known]
-            cs, cd = src.mean(axis=0), dst.mean(axis=0)
-            if known.sum() >= 3:
-                rot[i] = kabsch((src - cs)[None], (dst - cd)[None])[0]
-            shift[i] = cd - rot[i] @ cs
+        known = (~missing[rows]).astype(float)                                  # (n,J) weights
+        count = known.sum(axis=1)
+        src, dst = motion[rows], np.where(missing[rows, :, None], 0.0, targets[rows])
+        cs = np.einsum("fj,fjd->fd", known, src) / np.maximum(count, 1)[:, None]
+        cd = np.einsum("fj,fjd->fd", known, dst) / np.maximum(count, 1)[:, None]
+        rot = kabsch(src - cs[:, None], dst - cd[:, None], known)                # best-fit rigid motion
+        rot[count < 3] = np.eye(3)                                              # too few: translation only
+        shift = cd - np.einsum("fij,fj->fi", rot, cs)
+        shift[count == 0] = 0.0                                                 # nothing to follow
         for j in sk.order.tolist():
             miss = missing[rows, j]
             if not miss.any():

@@ -41,6 +41,31 @@ def color_edges(edges, joint_count):
     return [np.flatnonzero(color == c) for c in range(color.max() + 1)] if len(edges) else []
 
 
+def colour_slices(pairs, joint_count):
+    """``order (E,)`` sorting ``pairs`` by colour (``color_edges``) and the slice of each colour."""
+    groups = color_edges(pairs, joint_count)
+    order = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+    bounds = np.cumsum([0] + [len(g) for g in groups])
+    return order, [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _pair_groups(pairs, lengths, slices, s, at_least):
+    """Per colour, the gather/scatter arrays of the Eq. 11 projection of ``pairs`` (E,2).
+
+    Each pair appears twice: once to move its second end (by the first's share)
+    and once to move its first end, so one gather and one scatter per group
+    apply both halves of Eq. 11. ``at_least``: only push apart (bend limits).
+    """
+    a_all, b_all = pairs[:, 0], pairs[:, 1]
+    share = s[a_all] / (s[a_all] + s[b_all])                              # Eq. 11
+    groups = []
+    for sl in slices:
+        a, b, sh = a_all[sl], b_all[sl], share[sl]
+        groups.append((np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
+                       np.tile(lengths[sl], 2), np.concatenate([sh, sh - 1.0])[:, None], at_least))
+    return groups
+
+
 class Warper:
     """Frame-by-frame warping of joint particles towards their targets.
 
@@ -77,13 +102,9 @@ class Warper:
                  final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
-        # Sort the edges by colour so each group is a contiguous slice.
-        groups = color_edges(edges, J)
-        order = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        order, self.slices = colour_slices(edges, J)
         self.edges = edges[order]
         self.lengths = np.asarray(lengths, dtype=float)[:, order]
-        bounds = np.cumsum([0] + [len(g) for g in groups])
-        self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
         self.body_height = body_height
         self.glue = np.zeros((0, 2), np.int64) if glue is None else np.asarray(glue).reshape(-1, 2)
         self.pins = pins
@@ -96,37 +117,21 @@ class Warper:
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
-            lim_groups = color_edges(pairs, int(pairs.max()) + 1)
-            lim_order = np.concatenate(lim_groups)
-            bounds = np.cumsum([0] + [len(g) for g in lim_groups])
-            self.limits = (pairs[lim_order], np.asarray(limits[1], float)[:, lim_order],
-                           [slice(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])])
+            lim_order, lim_slices = colour_slices(pairs, int(pairs.max()) + 1)
+            self.limits = (pairs[lim_order], np.asarray(limits[1], float)[:, lim_order], lim_slices)
 
     def _prepare(self, f, affinity):
         """Per-frame arrays, built once and reused by every sweep of frame f."""
         s = np.maximum(affinity, C.AFFINITY_FLOOR)
-        a_all, b_all = self.edges[:, 0], self.edges[:, 1]
-        share = s[a_all] / (s[a_all] + s[b_all])                         # Eq. 11
-        # Each edge appears twice: once to move its child end (by the parent's
-        # share) and once to move its parent end, so that one gather and one
-        # scatter per group apply both halves of Eq. 11.
         groups = []
-        for sl in self.slices:
-            a, b, sh = a_all[sl], b_all[sl], share[sl]
-            groups.append((np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
-                           np.tile(self.lengths[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None], False))
+        if self.limits is not None:                     # limits first, so each sweep ends on the bone lengths
+            pairs, dmin, slices = self.limits
+            groups += _pair_groups(pairs, dmin[f], slices, s, at_least=True)
+        groups += _pair_groups(self.edges, self.lengths[f], self.slices, s, at_least=False)
         held = None
         if self.pins is not None:
             idx = np.flatnonzero(~np.isnan(self.pins[f, :, 0]))
             held = (idx, self.pins[f, idx]) if idx.size else None
-        if self.limits is not None:
-            pairs, dmin, slices = self.limits
-            ls = s[pairs[:, 0]] / (s[pairs[:, 0]] + s[pairs[:, 1]])
-            for sl in slices:
-                a, b, sh = pairs[sl, 0], pairs[sl, 1], ls[sl]
-                # Limits first, so each sweep ends on the bone lengths.
-                groups.insert(0, (np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
-                                  np.tile(dmin[f, sl], 2), np.concatenate([sh, sh - 1.0])[:, None], True))
         damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
         return groups, held, damping
 

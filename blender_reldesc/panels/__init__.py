@@ -117,17 +117,18 @@ class RELDESC_PT_diagnostics(_SubPanel, bpy.types.Panel):
         layout.label(text=f"Last bake: {s.last_frames} frames in {s.last_seconds:.2f} s")
         layout.label(text=f"Bone-length error: {s.last_error_mean:.3f} % mean, {s.last_error_max:.3f} % max")
         layout.label(text=f"Target residual: {s.last_residual_mean * 1000:.1f} mm mean")
-        if s.last_worst_frames:
-            row = layout.row(align=True)
-            row.label(text="Worst:")
-            for f in s.last_worst_frames.split():
-                row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
+        _jump_buttons(layout, s.last_worst_frames)
         layout.label(text=f"Joint limits: {s.last_limit_count} violations, {s.last_limit_max:.1f}° worst")
-        if s.last_limit_frames:
-            row = layout.row(align=True)
-            row.label(text="Worst:")
-            for f in s.last_limit_frames.split():
-                row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
+        _jump_buttons(layout, s.last_limit_frames)
+
+
+def _jump_buttons(layout, frames):
+    """A row "Worst:" of buttons jumping to each frame of the space-separated ``frames``."""
+    if frames:
+        row = layout.row(align=True)
+        row.label(text="Worst:")
+        for f in frames.split():
+            row.operator("reldesc.jump_to_frame", text=f).frame = int(f)
 
 
 class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):

@@ -72,7 +72,6 @@ def test_append_into_another_file_and_rename_then_bake(scene, tmp_path):
     path = str(tmp_path / "bound.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    blender_reldesc_register_again()
     with bpy.data.libraries.load(path, link=False) as (src, dst):
         dst.objects = [n for n in src.objects if n in ("Walker", "Bridge", "Beam")]
         dst.collections = ["Environment"]
@@ -87,11 +86,6 @@ def test_append_into_another_file_and_rename_then_bake(scene, tmp_path):
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     bpy.data.collections["Environment"].name = "Set"
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-
-
-def blender_reldesc_register_again():
-    # read_factory_settings keeps registered classes; the scene property group is re-created with the scene.
-    assert hasattr(bpy.context.scene, "reldesc")
 
 
 class _Poison:
@@ -159,3 +153,17 @@ def test_shins_edited_after_bind_stand_taller_or_lower(scene, factor):
         speed = np.linalg.norm(np.gradient(motion[:, sk.index(side + "Foot")], axis=0), axis=-1) * 24.0
         planted = speed < 0.5
         assert np.abs(heads[planted, b, 2] - motion[planted, sk.index(side + "Foot"), 2]).max() <= 0.02
+
+
+def test_a_binding_stored_by_0_1_0_still_bakes_and_rebind_replaces_it(scene):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    data, pose, meta = adapter.load_stored(arm)
+    adapter.clear_binding(arm)
+    meta.pop("binding_size"), meta.pop("pose_size")
+    legacy_binding, legacy_pose, legacy_meta = adapter.LEGACY_KEYS
+    arm[legacy_binding], arm[legacy_pose], arm[legacy_meta] = data, pose, dict(meta, version=1)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert not any(k in arm for k in adapter.LEGACY_KEYS)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}

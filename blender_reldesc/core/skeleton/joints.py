@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from .rotations import kabsch, swing
+from .rotations import swing
 
 
 def zero_length(skeleton, motion, body_height):
@@ -99,12 +99,15 @@ def bend_angles(a, k, c):
 
 
 def _anchor_rotations(offsets_src, offsets_now):
-    """Best-fit rotations (n,3,3) of an anchor's child offsets and whether each is well defined."""
-    rot = kabsch(offsets_src, offsets_now)
-    h = np.einsum("...ki,...kj->...ij", offsets_src, offsets_src)
-    s = np.linalg.svd(h, compute_uv=False)
-    ok = s[..., 1] > C.ANCHOR_CONDITION * s[..., 0]
-    return rot, ok
+    """Best-fit rotations (...,3,3) of an anchor's child offsets (...,K,3) and whether each is
+    well defined (Kabsch, one SVD: collinear offsets leave the turn about their line free)."""
+    h = np.einsum("...ki,...kj->...ij", offsets_src, offsets_now)
+    uu, sv, vt = np.linalg.svd(h)
+    d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
+    fix = np.ones(h.shape[:-1])
+    fix[..., -1] = np.where(d == 0, 1.0, d)
+    rot = vt.swapaxes(-1, -2) @ (fix[..., :, None] * uu.swapaxes(-1, -2))
+    return rot, sv[..., 1] > C.ANCHOR_CONDITION * sv[..., 0]
 
 
 class Hinges:
@@ -112,16 +115,17 @@ class Hinges:
 
     triples : (H,3) int (parent-side joint a, hinge k, child c), using
         representatives so coincident joints are looked through.
-    anchors : per hinge the anchor joint (the nearest ancestor with two or
-        more spread children) and its child offsets in the source (F,K,3).
+    anchors : list of ``(anchor joint, its children (K,))``, each distinct
+        anchor once: the nearest ancestor with two or more spread children,
+        the body part a limb hangs from. ``which`` (H,): each hinge's anchor.
     normal : (F,H,3) unit bend-plane normal of the source, (k-a) x (c-k),
         zero on frames where the source is within ``HINGE_BEND_MIN`` of straight.
     """
 
-    def __init__(self, triples, anchors, anchor_kids, normal, upper):
+    def __init__(self, triples, anchors, which, normal, upper):
         self.triples = triples
         self.anchors = anchors
-        self.anchor_kids = anchor_kids
+        self.which = which
         self.normal = normal
         self.upper = upper
 
@@ -129,12 +133,12 @@ class Hinges:
         return len(self.triples)
 
     @classmethod
-    def detect(cls, skeleton, motion, body_height, zero, override=None):
+    def detect(cls, skeleton, motion, zero, override=None):
         """Hinges found from the motion; ``override`` maps a joint index to "ON" / "OFF" / "AUTO"."""
         override = override or {}
         rep = representatives(skeleton, zero)
         kids = effective_children(skeleton, zero)
-        triples, anchors, anchor_kids = [], [], []
+        triples, anchors, which = [], [], []
         limb = [_off_bone_children(motion, j, kids[j]) for j in range(len(skeleton))]
         for k in range(len(skeleton)):
             mode = str(override.get(k, "AUTO")).upper()
@@ -150,8 +154,9 @@ class Hinges:
             if mode != "ON" and not _bends_in_one_plane(motion, a, k, c, anchor, kids[anchor]):
                 continue
             triples.append((a, k, c))
-            anchors.append(anchor)
-            anchor_kids.append(kids[anchor])
+            if anchor not in [x for x, _ in anchors]:
+                anchors.append((anchor, kids[anchor]))
+            which.append([x for x, _ in anchors].index(anchor))
         if not triples:
             return None
         t = np.asarray(triples, np.int64)
@@ -159,7 +164,7 @@ class Hinges:
         n = np.cross(k - a, c - k)
         bent = bend_angles(a, k, c) > np.radians(C.HINGE_BEND_MIN_DEGREES)
         normal = np.where(bent[..., None], _unit(n), 0.0)
-        return cls(t, np.asarray(anchors, np.int64), anchor_kids, normal, _unit(k - a))
+        return cls(t, anchors, np.asarray(which, np.int64), normal, _unit(k - a))
 
     def limit(self, p, src_motion, f, free=None):
         """Reflect, in place, hinges of pose ``p`` (J,3) that bend against the source at frame f.
@@ -178,13 +183,9 @@ class Hinges:
         if not test.any():
             return p
         idx = np.flatnonzero(test)
-        rot = np.empty((len(idx), 3, 3))
-        ok = np.ones(len(idx), bool)
-        for i, h in enumerate(idx.tolist()):
-            anchor, kids = self.anchors[h], self.anchor_kids[h]
-            src = src_motion[f, kids] - src_motion[f, anchor]
-            now = p[kids] - p[anchor]
-            rot[i], ok[i] = _anchor_rotations(src, now)
+        rots, oks = zip(*(_anchor_rotations(src_motion[f, kids] - src_motion[f, anchor], p[kids] - p[anchor])
+                          for anchor, kids in self.anchors))          # one per distinct anchor
+        rot, ok = np.stack(rots)[self.which[idx]], np.array(oks)[self.which[idx]]
         idx, rot = idx[ok], rot[ok]
         if not idx.size:
             return p

@@ -122,10 +122,9 @@ def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progre
     return BindJob(scene, arm, environment, body_height, radius_factor, warn).run(progress)
 
 
-def bound_objects(meta, arm=None):
-    """The environment meshes of a stored binding; SceneError when they changed since bind."""
-    objects, _ = adapter.environment_objects(meta["environment"] if arm is None
-                                             else adapter.bound_environment(arm, meta))
+def bound_objects(meta, arm):
+    """The environment meshes of ``arm``'s stored binding; SceneError when they changed since bind."""
+    objects, _ = adapter.environment_objects(adapter.bound_environment(arm, meta))
     names = [ob.name for ob in objects]
     if names != list(meta["objects"]):
         raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
@@ -133,7 +132,7 @@ def bound_objects(meta, arm=None):
     return objects
 
 
-def environment_status(meta, arm=None):
+def environment_status(meta, arm):
     """(matches, message) for the panel: a cheap check of names and, on meshes
     without modifiers, vertex counts (the bake checks the evaluated geometry)."""
     try:

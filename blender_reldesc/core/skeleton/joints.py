@@ -139,6 +139,7 @@ class Hinges:
         rep = representatives(skeleton, zero)
         kids = effective_children(skeleton, zero)
         triples, anchors, which = [], [], []
+        memo = {}                                          # per anchor: rotations to frame 0
         limb = [_off_bone_children(motion, j, kids[j]) for j in range(len(skeleton))]
         for k in range(len(skeleton)):
             mode = str(override.get(k, "AUTO")).upper()
@@ -148,10 +149,10 @@ class Hinges:
             a, c = rep[p], int(limb[k][0])
             if mode != "ON" and len(limb[a]) != 1:        # a hinge's upper bone is a limb bone, not a branch
                 continue
-            anchor = _anchor_of(skeleton, motion, rep, kids, a)
+            anchor = _anchor_of(skeleton, motion, rep, kids, a, memo)
             if anchor is None:
                 continue
-            if mode != "ON" and not _bends_in_one_plane(motion, a, k, c, anchor, kids[anchor]):
+            if mode != "ON" and not _bends_in_one_plane(motion, a, k, c, anchor, kids[anchor], memo):
                 continue
             triples.append((a, k, c))
             if anchor not in [x for x, _ in anchors]:
@@ -203,14 +204,22 @@ class Hinges:
         return p
 
 
-def _anchor_of(skeleton, motion, rep, kids, a):
+def _to_first_frame(motion, anchor, kids, memo):
+    """Rotations (F,3,3) taking the anchor's child offsets at each frame to frame 0, and
+    where they are well defined; computed once per anchor (``memo``: {anchor: result})."""
+    if anchor not in memo:
+        off = motion[:, kids] - motion[:, anchor:anchor + 1]
+        memo[anchor] = _anchor_rotations(off, np.broadcast_to(off[:1], off.shape))
+    return memo[anchor]
+
+
+def _anchor_of(skeleton, motion, rep, kids, a, memo):
     """Nearest ancestor-or-self of ``a`` with two or more children spread in a plane (or None)."""
     j = a
     while j >= 0:
         ks = kids[j]
         if len(ks) >= 2:
-            off = motion[:, ks] - motion[:, j:j + 1]
-            _, ok = _anchor_rotations(off, off)
+            _, ok = _to_first_frame(motion, j, ks, memo)
             if ok.mean() > 0.99:
                 return j
         parent = skeleton.parents[j]
@@ -218,7 +227,7 @@ def _anchor_of(skeleton, motion, rep, kids, a):
     return None
 
 
-def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids):
+def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids, memo):
     """Whether the source bends k on one side of one plane, in the anchor's frame.
 
     On frames bent more than ``HINGE_BEND_MIN_DEGREES``, the bend normal is
@@ -230,8 +239,7 @@ def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids):
     bent = bend_angles(pa, pk, pc) > np.radians(C.HINGE_BEND_MIN_DEGREES)
     if bent.mean() < C.HINGE_MIN_FRACTION:
         return False
-    off = motion[:, anchor_kids] - motion[:, anchor:anchor + 1]
-    rot, ok = _anchor_rotations(off, np.broadcast_to(off[:1], off.shape))   # frame f -> frame 0
+    rot, ok = _to_first_frame(motion, anchor, anchor_kids, memo)
     use = bent & ok
     if use.sum() < 2:
         return False

@@ -288,60 +288,79 @@ SOURCE_KEY = "_reldesc_source"
 ENVIRONMENT_KEY = "_reldesc_environment"
 
 
+def _store(arm):
+    """Where a binding lives: the armature *data* block, not the object.
+
+    Blender's Bake Action (``nla.bake``, custom properties on by default)
+    reads every custom property of the object on every frame and keys it:
+    a binding stored on the object took minutes per hundred frames to bake
+    and would have been keyed element by element. Armature data is not
+    touched by it, and appending the armature object brings its data along.
+    (Linked duplicates that share the data share the binding.)
+    """
+    return arm.data
+
+
 def bound_source(arm, meta):
     """The bound source action: by pointer, else by the name stored at bind (None if gone)."""
-    action = arm.get(SOURCE_KEY)
+    action = _store(arm).get(SOURCE_KEY)
     return action if isinstance(action, bpy.types.Action) else bpy.data.actions.get(meta["action"])
 
 
 def bound_environment(arm, meta):
     """Name of the bound environment collection now (it may have been renamed or appended)."""
-    coll = arm.get(ENVIRONMENT_KEY)
+    coll = _store(arm).get(ENVIRONMENT_KEY)
     return coll.name if isinstance(coll, bpy.types.Collection) else meta["environment"]
 
 
 def store_binding(arm, binding_bytes, pose_bytes, meta, action=None, collection=None):
-    """Store a binding on the armature object, replacing any previous one whole.
+    """Store a binding on the armature, replacing any previous one whole.
 
-    The data live in ID properties whose names start with "_" (hidden from
-    the Custom Properties panel, so nobody edits them by accident) as int32
-    arrays: assigning bytes over an existing bytes property keeps only the
-    bytes before the first NUL in Blender 5.0.1, which corrupted re-binds.
+    The data live in ID properties of the armature data (see ``_store``)
+    whose names start with "_" (hidden from the Custom Properties panel, so
+    nobody edits them by accident) as int32 arrays: assigning bytes over an
+    existing bytes property keeps only the bytes before the first NUL in
+    Blender 5.0.1, which corrupted re-binds.
     """
     clear_binding(arm)
+    store = _store(arm)
     if action is not None:
-        arm[SOURCE_KEY] = action
+        store[SOURCE_KEY] = action
     if collection is not None:
-        arm[ENVIRONMENT_KEY] = collection
-    arm[BINDING_KEY] = _pack(binding_bytes)
-    arm[POSE_KEY] = _pack(pose_bytes)
-    arm[META_KEY] = dict(meta, version=STORAGE_VERSION, binding_size=len(binding_bytes),
-                         pose_size=len(pose_bytes))
+        store[ENVIRONMENT_KEY] = collection
+    store[BINDING_KEY] = _pack(binding_bytes)
+    store[POSE_KEY] = _pack(pose_bytes)
+    store[META_KEY] = dict(meta, version=STORAGE_VERSION, binding_size=len(binding_bytes),
+                           pose_size=len(pose_bytes))
 
 
 def stored_meta(arm):
-    meta = arm.get(META_KEY, arm.get(LEGACY_KEYS[2]))
+    meta = _store(arm).get(META_KEY, arm.get(LEGACY_KEYS[2]))
     return None if meta is None else meta.to_dict()
 
 
 def load_stored(arm):
     """(binding bytes, pose bytes, meta dict) or SceneError when not bound."""
-    if META_KEY not in arm and all(k in arm for k in LEGACY_KEYS):      # stored by 0.1.0
+    store = _store(arm)
+    if META_KEY not in store and all(k in arm for k in LEGACY_KEYS):    # stored by 0.1.0, on the object
         return bytes(arm[LEGACY_KEYS[0]]), bytes(arm[LEGACY_KEYS[1]]), arm[LEGACY_KEYS[2]].to_dict()
-    if BINDING_KEY not in arm or META_KEY not in arm or POSE_KEY not in arm:
+    if BINDING_KEY not in store or META_KEY not in store or POSE_KEY not in store:
         raise SceneError(f"armature '{arm.name}' is not bound: press Bind first")
-    meta = arm[META_KEY].to_dict()
+    meta = store[META_KEY].to_dict()
     if meta.get("version", 0) > STORAGE_VERSION:
         raise SceneError("the binding was stored by a newer version of the extension: update it or re-bind")
-    return _unpack(arm[BINDING_KEY], meta["binding_size"]), _unpack(arm[POSE_KEY], meta["pose_size"]), meta
+    return (_unpack(store[BINDING_KEY], meta["binding_size"]), _unpack(store[POSE_KEY], meta["pose_size"]),
+            meta)
 
 
 def clear_binding(arm):
     found = False
-    for key in (BINDING_KEY, POSE_KEY, META_KEY, SOURCE_KEY, ENVIRONMENT_KEY) + LEGACY_KEYS:
-        if key in arm:
-            del arm[key]
-            found = True
+    for host, keys in ((_store(arm), (BINDING_KEY, POSE_KEY, META_KEY, SOURCE_KEY, ENVIRONMENT_KEY)),
+                       (arm, LEGACY_KEYS)):
+        for key in keys:
+            if key in host:
+                del host[key]
+                found = True
     return found
 
 

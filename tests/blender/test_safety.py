@@ -24,8 +24,27 @@ def test_binding_twice_then_bake_works_and_is_hidden_from_custom_properties(scen
     again = jobs.Bound(arm).binding
     np.testing.assert_array_equal(first.triangles, again.triangles)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    # Stored under "_" names: Blender's Custom Properties panel does not list them.
-    assert all(k.startswith("_") for k in arm.keys() if "reldesc" in k and "contacts" not in k)
+    # Stored under "_" names (Blender's Custom Properties panel does not list them) on the
+    # armature data, where Blender's Bake Action does not read custom properties.
+    assert not any("reldesc" in k and "contacts" not in k for k in arm.keys())
+    assert all(k.startswith("_") for k in arm.data.keys() if "reldesc" in k)
+
+
+def test_blenders_bake_action_leaves_the_binding_alone(scene):
+    scene, arm, *_ = scene
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    stored = adapter.load_stored(arm)
+    bpy.context.view_layer.objects.active = arm
+    arm.select_set(True)
+    bpy.ops.object.mode_set(mode='POSE')
+    bpy.ops.pose.select_all(action='SELECT')
+    bpy.ops.nla.bake(frame_start=1, frame_end=5, visual_keying=True, bake_types={'POSE', 'OBJECT'},
+                     use_current_action=False)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    baked = arm.animation_data.action
+    from blender_reldesc.adapter import _fcurves
+    assert not any("reldesc" in fc.data_path for fc in _fcurves(baked))
+    assert adapter.load_stored(arm)[:2] == stored[:2]
 
 
 def _second_armature(scene, arm, action):
@@ -165,5 +184,5 @@ def test_a_binding_stored_by_0_1_0_still_bakes_and_rebind_replaces_it(scene):
     arm[legacy_binding], arm[legacy_pose], arm[legacy_meta] = data, pose, dict(meta, version=1)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
-    assert not any(k in arm for k in adapter.LEGACY_KEYS)
+    assert not any(k in arm for k in adapter.LEGACY_KEYS) and adapter.stored_meta(arm)["version"] == 2
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}

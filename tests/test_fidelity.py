@@ -12,7 +12,7 @@ from blender_reldesc.core import TriMesh, adapt, bind
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.adaptation import Rig
 from blender_reldesc.core.errors import BindingError
-from blender_reldesc.core.skeleton.joints import bend_angles
+from blender_reldesc.core.skeleton.joints import bend_angles, limb_effectors
 
 from core_helpers import random_rotation
 
@@ -95,6 +95,15 @@ def test_hinges_are_found_from_the_motion_whatever_the_names(convention):
     found = {roles[skel.index(n)] for n in rig.hinge_names}
     assert {"forearm.L", "forearm.R", "shin.L", "shin.R"} <= found
     assert not found & {"hips", "spine", "chest", "chest2", "neck", "thigh.L", "clavicle.L"}
+
+
+@pytest.mark.parametrize("limbs", ["bent", "straight", "twisting"])
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_contact_effectors_are_the_ends_of_legs_and_arms_whatever_the_names(convention, limbs):
+    skel, roles, motion, V, T = _scene(convention, limbs)
+    found = {roles[j] for j in limb_effectors(skel, motion, _height(motion)).tolist()}
+    # Hands and feet (ankle and ball); never fingers (Mixamo), twist bones (UE), end sites or the head.
+    assert found == {"hand.L", "hand.R", "foot.L", "foot.R", "toe.L", "toe.R"}
 
 
 @pytest.mark.parametrize("limbs", ["straight", "hyperextended", "nearly_straight", "bent"])

@@ -93,3 +93,15 @@ NEWTON_TOLERANCE = 1e-9
 WELD_TOLERANCE = 1e-7
 #: Length below which a bone (times body height) counts as zero-length.
 ZERO_LENGTH = 1e-6
+
+# --- contact effectors from the structure (product addition: no names needed) ---
+#: Children of a joint that are unbranched chains within this many body heights are digits.
+DIGIT_FRACTION = 0.15
+#: A limb (branch point to extremity) is at least this many body heights long.
+LIMB_MIN_FRACTION = 0.25
+#: Joints above a limb's end reached through bones shorter than this fraction of the
+#: limb's longest bone are effectors too (the ankle above the ball, not the elbow).
+SHORT_BONE_FRACTION = 0.45
+#: A leaf bone this long relative to its limb's longest bone is a limb segment, not a hand
+#: or toe bone: its tail (the wrist or ankle) is the effector.
+END_BONE_FRACTION = 0.75

@@ -35,9 +35,8 @@ import numpy as np
 from .errors import RelDescError
 from .geometry import normalize
 from .proximity import Collider
+from .skeleton.joints import limb_effectors
 
-#: Default effectors: joints whose names contain these words (case-insensitive).
-EFFECTOR_WORDS = ("foot", "toe", "hand")
 FRICTION = 0.7
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
@@ -82,15 +81,11 @@ class ContactPhase:
         return (self.start + self.end) // 2
 
 
-def default_effectors(skeleton):
-    """Names of the joints that count as effectors: feet, toes and hands (not end sites)."""
-    out = []
-    for j, name in enumerate(skeleton.names):
-        low = name.lower()
-        if any(w in low for w in EFFECTOR_WORDS) and not low.endswith(("end", ".tail", "_end", "end_end")):
-            if len(skeleton.children(j)) <= 1:
-                out.append(name)
-    return out
+def default_effectors(skeleton, motion, body_height):
+    """Names of the joints that count as effectors: the ends of the legs and arms, found
+    from the structure (``skeleton.joints.limb_effectors``: fingers and toes fold into
+    their hand or foot, end sites are not effectors)."""
+    return [skeleton.names[j] for j in limb_effectors(skeleton, motion, body_height).tolist()]
 
 
 def find_limb(skeleton, name):
@@ -187,7 +182,7 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     Returns a list of ContactPhase, by effector then time.
     """
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
-    names = list(effectors) if effectors else default_effectors(sk)
+    names = list(effectors) if effectors else default_effectors(sk, binding.motion, binding.body_height)
     if not names:
         raise ContactError("no effectors: name the feet and hands that make contacts")
     eps0 = 0.015 * H if distance is None else float(distance)

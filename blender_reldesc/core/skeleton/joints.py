@@ -80,7 +80,8 @@ def _off_bone_children(motion, j, kids):
             seg, rel = motion[f, c] - motion[f, j], motion[f, x] - motion[f, j]
             t = rel @ seg / max(seg @ seg, 1e-300)
             off = np.linalg.norm(rel - t * seg)
-            if 0.0 < t < 1.0 and off <= C.ON_BONE_FRACTION * np.linalg.norm(seg):
+            inside = C.ON_BONE_FRACTION < t < 1.0 - C.ON_BONE_FRACTION      # not at either end
+            if inside and off <= C.ON_BONE_FRACTION * np.linalg.norm(seg):
                 on = True
                 break
         if not on:
@@ -340,3 +341,80 @@ class BendLimits:
         a, c = self.pairs[:, 0], self.pairs[:, 1]
         bend = bend_angles(positions[:, a], positions[:, self.joint], positions[:, c])
         return np.degrees(np.maximum(bend - self.limit[None], 0.0))
+
+
+def limb_effectors(skeleton, motion, body_height):
+    """Joint indices of the contact effectors, found from the structure: the ends of
+    the legs and arms.
+
+    Fingers and toes fold into their hand or foot: a joint whose children are two
+    or more short unbranched chains (each within ``DIGIT_FRACTION`` body heights)
+    is an extremity. A limb is an unbranched chain, at least ``LIMB_MIN_FRACTION``
+    body heights long, from a branch point to an extremity or a leaf, off the trunk
+    (so not the head). Its effectors are its last joint that is a bone head (an end
+    site's tail is not), and the joints above it reached through bones shorter than
+    ``SHORT_BONE_FRACTION`` of the limb's longest bone (ankle and ball above a toe
+    tip; not the elbow above a wrist). A leaf bone at least ``END_BONE_FRACTION`` of
+    the longest is the limb's last segment itself (a forearm with no hand bone): its tail
+    is the effector. Twist joints lying inside a bone are looked through.
+    """
+    J = len(skeleton)
+    zero = zero_length(skeleton, motion, body_height)
+    rep = representatives(skeleton, zero)
+    kids = effective_children(skeleton, zero)
+    limb = [_off_bone_children(motion, j, kids[j]) for j in range(J)]
+    at = np.median(motion, axis=0)
+    lengths = np.median(skeleton.bone_lengths(motion), axis=0)
+    parent = np.array([rep[p] if p >= 0 else -1 for p in skeleton.parents.tolist()])
+
+    def chain_extent(c, j):
+        """Extent of the subtree of c from j, or None when it branches."""
+        far = np.linalg.norm(at[c] - at[j])
+        while len(limb[c]):
+            if len(limb[c]) > 1:
+                return None
+            c = int(limb[c][0])
+            far = max(far, np.linalg.norm(at[c] - at[j]))
+        return far
+
+    extremity = np.zeros(J, bool)
+    for j in range(J):
+        if len(limb[j]) >= 2:
+            ext = [chain_extent(int(c), j) for c in limb[j]]
+            extremity[j] = all(e is not None and e <= C.DIGIT_FRACTION * body_height for e in ext)
+    folded = np.zeros(J, bool)
+    for j in skeleton.order.tolist():
+        p = parent[j]
+        folded[j] = p >= 0 and (extremity[p] or folded[p])
+    trunk = _trunk(skeleton, motion, zero, rep, [np.zeros(0, np.int64) if x else k
+                                                 for x, k in zip(extremity, limb)])
+    out = set()
+    for e in range(J):
+        if folded[e] or zero[e] or trunk[e] or not (extremity[e] or len(limb[e]) == 0):
+            continue
+        chain, c = [e], e
+        while True:
+            p = int(parent[c])
+            if p < 0 or c not in limb[p]:
+                chain = None                                  # a twist leaf on a bone, or no branch point
+                break
+            chain.append(p)
+            if len(limb[p]) != 1:
+                break
+            c = p
+        if chain is None or trunk[chain[:-1]].any():
+            continue
+        bones = lengths[chain[:-1]]
+        if bones.sum() < C.LIMB_MIN_FRACTION * body_height or len(chain) < 3:
+            continue
+        # A leaf bone's tail is an end site (its head counts instead) unless the leaf bone
+        # is as long as the limb's main bones: then the tail is the wrist or ankle.
+        end_site = len(skeleton.children(e)) == 0 and not extremity[e]
+        last = 1 if end_site and bones[0] < C.END_BONE_FRACTION * bones.max() else 0
+        picked = [chain[last]]
+        for i in range(last, len(chain) - 2):
+            if bones[i] >= C.SHORT_BONE_FRACTION * bones.max():
+                break
+            picked.append(chain[i + 1])
+        out.update(picked)
+    return np.array(sorted(out), np.int64)

@@ -78,18 +78,38 @@ def frame_range(action):
 
 @dataclass
 class Rig:
-    """Bones of an armature as arrays (armature space)."""
+    """Bones of an armature as arrays (armature space): all of them (``read_rig``) or
+    a bone set (``select_bones``)."""
 
     names: list
-    parents: np.ndarray          # (B,) int, -1 for roots
+    parents: np.ndarray          # (B,) int, -1 for roots: the skeleton's parent within the set
     rest: np.ndarray             # (B,4,4) Bone.matrix_local
     tails: np.ndarray            # (B,3) Bone.tail_local
     connected: np.ndarray        # (B,) bool
     rotation_modes: list         # PoseBone.rotation_mode per bone
     order: np.ndarray            # parents-first bone order
+    index: np.ndarray = None     # (B,) each bone's index in the armature (all bones: arange)
+    outer: list = None           # (B,) name of the bone's Blender parent when it is outside the set, else None
+    local: np.ndarray = None     # (B,4,4) rest relative to the Blender parent (the rest itself for a root)
+
+    @property
+    def outer_names(self):
+        """Blender parents outside the set, each once, in first-use order."""
+        return list(dict.fromkeys(n for n in self.outer if n))
+
+
+def _depth_order(parents):
+    depth = np.zeros(len(parents), int)
+    for i in range(len(parents)):
+        p = parents[i]
+        while p >= 0:
+            depth[i] += 1
+            p = parents[p]
+    return np.argsort(depth, kind="stable")
 
 
 def read_rig(arm):
+    """Every bone of ``arm``."""
     bones = arm.data.bones
     names = [b.name for b in bones]
     index = {n: i for i, n in enumerate(names)}
@@ -104,14 +124,94 @@ def read_rig(arm):
     bones.foreach_get("tail_local", tails)
     connected = np.array([b.use_connect for b in bones])
     modes = [arm.pose.bones[n].rotation_mode for n in names]
-    depth = np.zeros(B, int)
-    for i in range(B):
-        p = parents[i]
+    local = rest.copy()
+    child = parents >= 0
+    local[child] = np.linalg.inv(rest[parents[child]]) @ rest[child]
+    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, _depth_order(parents),
+               np.arange(B), [None] * B, local)
+
+
+#: Bone sets for the descriptors (besides the name of a bone collection).
+BONE_SETS = ("DEFORM", "ALL")
+
+
+def bone_set_indices(arm, bone_set):
+    """Indices (armature order) of the bones of ``bone_set``: 'DEFORM' (bones that deform
+    a mesh), 'ALL', or the name of a bone collection. SceneError when it is empty or unknown."""
+    bones = arm.data.bones
+    key = (bone_set or "DEFORM")
+    if key.upper() == "ALL":
+        return np.arange(len(bones))
+    if key.upper() == "DEFORM":
+        picked = np.array([b.use_deform for b in bones], bool)
+        if not picked.any():
+            raise SceneError(f"armature '{arm.name}' has no deform bones: choose the bone set ALL or a bone "
+                             "collection")
+        return np.flatnonzero(picked)
+    collections = getattr(arm.data, "collections_all", None)
+    coll = collections.get(key) if collections is not None else None
+    if coll is None:
+        known = ", ".join(c.name for c in collections) if collections is not None else ""
+        raise SceneError(f"bone set '{key}' is neither DEFORM, ALL nor a bone collection of '{arm.name}'"
+                         + (f" ({known})" if known else ""))
+    names = {b.name for b in coll.bones}
+    picked = np.array([b.name in names for b in bones], bool)
+    if not picked.any():
+        raise SceneError(f"bone collection '{key}' of '{arm.name}' has no bones: assign the bones to bind, "
+                         "or choose DEFORM or ALL")
+    return np.flatnonzero(picked)
+
+
+def _proxies(arm, chosen):
+    """{outside bone: bone of the set that copies its transforms} (Rigify's DEF bones copy ORG bones)."""
+    out = {}
+    for name in chosen:
+        for con in arm.pose.bones[name].constraints:
+            if con.type == 'COPY_TRANSFORMS' and getattr(con, "target", None) == arm and con.subtarget:
+                out.setdefault(con.subtarget, name)
+    return out
+
+
+def select_bones(arm, rig, bone_set):
+    """The Rig of the bones of ``bone_set`` (see ``bone_set_indices``).
+
+    Each bone's parent in the skeleton is its nearest ancestor in the set; where
+    the chain up leaves the set, an outside ancestor that a set bone copies
+    (COPY_TRANSFORMS, as Rigify's DEF bones follow ORG bones) stands for that bone.
+    The Blender parent itself is kept (``outer``, ``local``): keys are relative to it.
+    """
+    keep = bone_set_indices(arm, bone_set)
+    if len(keep) == len(rig.names):
+        return rig
+    pos = {int(b): i for i, b in enumerate(keep.tolist())}
+    names = [rig.names[b] for b in keep.tolist()]
+    proxy = {k: pos[rig.names.index(v)] for k, v in _proxies(arm, names).items()}
+    parents = np.full(len(keep), -1, np.int64)
+    outer = [None] * len(keep)
+    for i, b in enumerate(keep.tolist()):
+        p = int(rig.parents[b])
+        if p >= 0 and p not in pos:
+            outer[i] = rig.names[p]
         while p >= 0:
-            depth[i] += 1
+            if p in pos:
+                parents[i] = pos[p]
+                break
+            if rig.names[p] in proxy and proxy[rig.names[p]] != i:
+                parents[i] = proxy[rig.names[p]]
+                break
+            p = int(rig.parents[p])
+    # A proxy may close a loop (a bone below its own proxy): such a bone becomes a root.
+    for i in range(len(parents)):
+        seen, p = {i}, parents[i]
+        while p >= 0:
+            if p in seen:
+                parents[i] = -1
+                break
+            seen.add(p)
             p = parents[p]
-    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes,
-               np.argsort(depth, kind="stable"))
+    connected = rig.connected[keep] & np.array([o is None for o in outer])
+    return Rig(names, parents, rig.rest[keep], rig.tails[keep], connected,
+               [rig.rotation_modes[b] for b in keep.tolist()], _depth_order(parents), keep, outer, rig.local[keep])
 
 
 def read_pose(arm):
@@ -462,7 +562,7 @@ def set_pose(arm, rig, quats, locs, loc_mask):
 
 
 def _fcurves(action):
-    """All F-curves of an action (slotted in 4.4+), for copying object-level channels."""
+    """All F-curves of an action (slotted in 4.4+)."""
     curves = []
     for layer in getattr(action, "layers", ()):
         for strip in layer.strips:
@@ -471,29 +571,241 @@ def _fcurves(action):
     return curves
 
 
-def copy_object_channels(source, target):
-    """Copy the F-curves of ``source`` that animate the object itself (not pose
-    bones) into ``target``'s first channelbag, keys and interpolation included."""
-    bags = [bag for layer in target.layers for strip in layer.strips for bag in strip.channelbags]
-    if not bags:
+def armature_slot(arm, action):
+    """The slot of ``action`` that animates ``arm``: the one assigned to it, else the only
+    object slot, else the one named after it (None when the action has no slots)."""
+    ad = arm.animation_data
+    if ad is not None and ad.action == action and ad.action_slot is not None:
+        return ad.action_slot
+    slots = [s for s in getattr(action, "slots", ()) if s.target_id_type in ('OBJECT', 'UNSPECIFIED')]
+    if len(slots) == 1:
+        return slots[0]
+    return next((s for s in slots if s.name_display == arm.name), slots[0] if slots else None)
+
+
+def _bag(action, slot):
+    for layer in action.layers:
+        for strip in layer.strips:
+            bag = strip.channelbag(slot) if hasattr(strip, "channelbag") else None
+            if bag is not None:
+                return bag
+    return None
+
+
+def sample_curves(action, slot, wanted, frames):
+    """{(path, index): (F,) values at ``frames``} for the F-curves of ``slot`` among ``wanted``."""
+    bag = _bag(action, slot) if slot is not None else None
+    out = {}
+    if bag is None:
+        return out
+    for fc in bag.fcurves:
+        key = (fc.data_path, fc.array_index)
+        if key in wanted:
+            out[key] = np.array([fc.evaluate(float(f)) for f in frames])
+    return out
+
+
+@dataclass
+class Curve:
+    """Keys for one F-curve: frames (K,), values (K,), and for BEZIER the handles (K,2) each."""
+
+    path: str
+    index: int
+    group: str
+    frames: np.ndarray
+    values: np.ndarray
+    interpolation: str = "LINEAR"         # 'LINEAR', 'BEZIER' or 'CONSTANT'
+    left: np.ndarray = None
+    right: np.ndarray = None
+
+
+_INTERPOLATION = {"CONSTANT": 0, "LINEAR": 1, "BEZIER": 2}
+_HANDLE_ALIGNED = 3                       # FREE, ALIGNED, VECTOR, AUTO, AUTO_CLAMPED: enum index of ALIGNED
+_HANDLE_AUTO_CLAMPED = 4
+
+
+def _keys_of(fc):
+    """Every keyframe attribute of ``fc`` as arrays (for rebuilding part of a curve)."""
+    kp = fc.keyframe_points
+    K = len(kp)
+    out = {}
+    for attr, width, dtype in (("co", 2, np.float32), ("handle_left", 2, np.float32),
+                               ("handle_right", 2, np.float32), ("interpolation", 1, np.int32),
+                               ("handle_left_type", 1, np.int32), ("handle_right_type", 1, np.int32),
+                               ("easing", 1, np.int32)):
+        buf = np.empty(K * width, dtype)
+        kp.foreach_get(attr, buf)
+        out[attr] = buf.reshape(K, width) if width > 1 else buf
+    return out
+
+
+def _fill(fc, keys):
+    kp = fc.keyframe_points
+    K = len(keys["co"])
+    kp.add(K)
+    for attr, values in keys.items():
+        kp.foreach_set(attr, np.ascontiguousarray(values).ravel())
+    fc.update()
+
+
+def _curve_keys(curve):
+    K = len(curve.frames)
+    co = np.stack([curve.frames, curve.values], axis=-1).astype(np.float32)
+    bezier = curve.interpolation == "BEZIER" and curve.left is not None
+    handle = np.full(K, _HANDLE_ALIGNED if bezier else _HANDLE_AUTO_CLAMPED, np.int32)
+    return {"co": co,
+            "handle_left": (curve.left if bezier else co).astype(np.float32),
+            "handle_right": (curve.right if bezier else co).astype(np.float32),
+            "interpolation": np.full(K, _INTERPOLATION[curve.interpolation], np.int32),
+            "handle_left_type": handle, "handle_right_type": handle.copy(),
+            "easing": np.zeros(K, np.int32)}
+
+
+def _merge_outside(old, new, start, end):
+    """``new`` keys, with the keys of ``old`` before ``start`` and after ``end`` kept around them."""
+    f = old["co"][:, 0]
+    before, after = f < start - 1e-4, f > end + 1e-4
+    return {k: np.concatenate([old[k][before], new[k], old[k][after]]) for k in new}
+
+
+def write_adapted(arm, source, name, curves, frame_range):
+    """Write the adapted action: a copy of ``source`` reduced to ``arm``'s slot, with ``curves``
+    replacing its keys inside ``frame_range`` (the source's keys outside it are kept).
+
+    Everything else of the source comes along whole, as Blender copies it:
+    scale and custom-property channels, object transforms, handle types, F-curve
+    modifiers, extrapolation, groups, the action's frame range. Replaced curves lose
+    their modifiers (their effect is in the baked values). ``source`` is not changed.
+
+    A previous action named ``name`` is replaced only when nothing but ``arm`` uses
+    it; otherwise the new one is ``<name>.001`` (compare names to say so). Returns
+    ``(action, slot)``; nothing is assigned.
+    """
+    old = bpy.data.actions.get(name)
+    if old is not None and old != source and other_users(arm, old) == 0:
+        bpy.data.actions.remove(old)
+    source_slot = armature_slot(arm, source)
+    action = source.copy()
+    action.name = name
+    action.use_fake_user = False
+    if source_slot is not None:
+        for slot in [s for s in action.slots if s.handle != source_slot.handle]:
+            action.slots.remove(slot)
+        slot = next(s for s in action.slots if s.handle == source_slot.handle)
+    else:
+        slot = None
+    if slot is None or _bag(action, slot) is None:
+        slot, bag = _channelbag(action, arm) if slot is None else (slot, _ensure_bag(action, slot))
+    else:
+        bag = _bag(action, slot)
+    start, end = frame_range
+    for curve in curves:
+        keys = _curve_keys(curve)
+        fc = bag.fcurves.find(curve.path, index=curve.index)
+        if fc is not None:
+            keys = _merge_outside(_keys_of(fc), keys, start, end)
+            bag.fcurves.remove(fc)
+        _fill(_new_fcurve(bag, curve.path, curve.index, curve.group), keys)
+    return action, slot
+
+
+def _ensure_bag(action, slot):
+    try:
+        from bpy_extras import anim_utils
+        return anim_utils.action_ensure_channelbag_for_slot(action, slot)
+    except (ImportError, AttributeError):                  # Blender 4.4 / 4.5
+        layer = action.layers[0] if action.layers else action.layers.new("Layer")
+        strip = layer.strips[0] if layer.strips else layer.strips.new(type='KEYFRAME')
+        return strip.channelbag(slot, ensure=True)
+
+
+#: Name prefix of the NLA tracks the bake adds (``--target nla``).
+NLA_PREFIX = "[reldesc] "
+
+
+def remove_own_tracks(arm):
+    """Remove the NLA tracks an earlier bake added on ``arm`` (their actions are kept)."""
+    ad = arm.animation_data
+    if ad is None:
         return 0
-    bag = bags[0]
-    n = 0
-    for fc in _fcurves(source):
-        if fc.data_path.startswith("pose.bones"):
-            continue
-        kp = fc.keyframe_points
-        K = len(kp)
-        new = _new_fcurve(bag, fc.data_path, fc.array_index, fc.group.name if fc.group else "Object Transforms")
-        new.keyframe_points.add(K)
-        for attr, width, dtype in (("co", 2, np.float32), ("handle_left", 2, np.float32),
-                                   ("handle_right", 2, np.float32), ("interpolation", 1, np.int32)):
-            buf = np.empty(K * width, dtype)
-            kp.foreach_get(attr, buf)
-            new.keyframe_points.foreach_set(attr, buf)
-        new.update()
-        n += 1
-    return n
+    ours = [t for t in ad.nla_tracks if t.name.startswith(NLA_PREFIX)]
+    for t in ours:
+        ad.nla_tracks.remove(t)
+    return len(ours)
+
+
+def add_nla_track(arm, action, slot, source, frame_start):
+    """Put ``action`` on a new NLA track above the source: the source, when it is the active
+    action, first goes onto a track of its own below; the active action is then cleared so
+    the tracks play (mute the top track to compare with the source)."""
+    if arm.animation_data is None:
+        arm.animation_data_create()
+    ad = arm.animation_data
+    if ad.action == source:
+        src_slot = ad.action_slot
+        track = ad.nla_tracks.new()
+        track.name = source.name
+        strip = track.strips.new(source.name, int(round(source.frame_range[0])), source)
+        if src_slot is not None and hasattr(strip, "action_slot"):
+            strip.action_slot = src_slot
+    ad.action = None
+    track = ad.nla_tracks.new()
+    track.name = NLA_PREFIX + action.name
+    strip = track.strips.new(action.name, int(frame_start), action)
+    if slot is not None and hasattr(strip, "action_slot"):
+        strip.action_slot = slot
+    return track
+
+
+def constraint_bypass_curves(arm, bone_names, frame):
+    """Curves keying the influence of every active constraint on ``bone_names`` to 0: the keyed
+    bones then play their keys exactly, as Blender's Bake Action with Clear Constraints, but
+    the rig keeps its constraints (assign the source again and they act as before)."""
+    curves, bones = [], set()
+    for name in bone_names:
+        for con in arm.pose.bones[name].constraints:
+            if con.mute or con.influence <= 0.0 or not getattr(con, "enabled", True):
+                continue
+            path = (f'pose.bones["{bpy.utils.escape_identifier(name)}"].constraints'
+                    f'["{bpy.utils.escape_identifier(con.name)}"].influence')
+            curve = Curve(path, 0, name, np.array([float(frame)]), np.zeros(1), "CONSTANT")
+            curve.influence = float(con.influence)
+            curves.append(curve)
+            bones.add(name)
+    return curves, sorted(bones)
+
+
+BYPASS_KEY = "_reldesc_bypassed"
+
+
+def remember_bypass(arm, curves):
+    """Keep the influences the bypass keyed to 0, so ``use_source`` can give them back."""
+    _store(arm)[BYPASS_KEY] = {c.path: c.influence for c in curves}
+
+
+def assign(arm, action, slot):
+    if arm.animation_data is None:
+        arm.animation_data_create()
+    arm.animation_data.action = action
+    if slot is not None:
+        arm.animation_data.action_slot = slot
+
+
+def use_source(arm, source):
+    """Assign the bound source action again and give constraints the bake bypassed their
+    influence back (an animated property keeps its last value when no action keys it)."""
+    assign(arm, source, armature_slot(arm, source))
+    restored = 0
+    for path, value in dict(_store(arm).get(BYPASS_KEY, {})).items():
+        try:
+            con = arm.path_resolve(path.rsplit(".", 1)[0])
+        except ValueError:
+            continue                                       # the bone or constraint is gone
+        con.influence = value
+        restored += 1
+    if BYPASS_KEY in _store(arm):
+        del _store(arm)[BYPASS_KEY]
+    return restored
 
 
 # --- fast source motion: numpy forward kinematics from the keyed values ----------

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
-from . import adapter
-from .adapter import SceneError
 import json
 
+from . import adapter
+from .adapter import SceneError
 from .core import Binding, TriMesh, adapt, bind
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
-from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat, joint_layout,
-                            primary_children, split_basis)
+from .core.keys import INTERPOLATIONS, Channels, bezier_handles, euler_compatible, reduce_keys, rotation_matrices
+from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, euler_from_quat, joint_layout,
+                                     polar, primary_children, split_basis)
 from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
 
 ADAPTED_SUFFIX = ".adapted"
@@ -59,9 +61,10 @@ class BindJob:
 
     label = "bind"
 
-    def __init__(self, scene, arm, environment, body_height=0.0, radius_factor=0.5, warn=print):
+    def __init__(self, scene, arm, environment, body_height=0.0, radius_factor=0.5, warn=print, bone_set="DEFORM"):
         self.scene, self.arm, self.environment = scene, arm, environment
         self.body_height, self.radius_factor, self.warn = body_height, radius_factor, warn
+        self.bone_set = bone_set or "DEFORM"
 
     def read(self):
         t0 = time.perf_counter()
@@ -69,15 +72,22 @@ class BindJob:
         self.action = adapter.source_action(arm)
         start, end = adapter.frame_range(self.action)
         self.frames = np.arange(start, end + 1)
-        self.rig = adapter.read_rig(arm)
-        self.skeleton, _, tail_joint = joint_layout(self.rig.names, self.rig.parents)
+        full = adapter.read_rig(arm)
+        self.rig = rig = adapter.select_bones(arm, full, self.bone_set)
+        self.skeleton, _, tail_joint = joint_layout(rig.names, rig.parents)
         objects, ignored = adapter.environment_objects(self.environment)
         if ignored:
             self.warn(f"ignored non-mesh objects in '{self.environment}': {', '.join(ignored)}")
         self.objects = objects
-        self.joints, pose, self.world, self.motion_path = adapter.read_source_motion(
-            scene, arm, self.action, self.frames, self.rig, np.flatnonzero(tail_joint >= 0))
-        self.rotations = quat_from_matrix(pose[..., :3, :3])
+        joints, pose, self.world, self.motion_path = adapter.read_source_motion(
+            scene, arm, self.action, self.frames, full, rig.index[tail_joint >= 0])
+        B = len(full.names)
+        self.joints = np.concatenate([joints[:, rig.index], joints[:, B:]], axis=1)
+        rot, stretch = polar(pose[:, rig.index, :3, :3])
+        self.rotations = quat_from_matrix(rot)
+        # Scale (keyed, inherited or from constraints) is kept beside the rotation, when there is any.
+        self.stretch = None if np.abs(stretch - np.eye(3)).max() < 1e-6 else stretch
+        self.outer_pose = pose[:, [full.names.index(n) for n in rig.outer_names]]
         self.animated = any(adapter.is_animated(ob) for ob in objects)
         if self.animated:
             verts, tris, self.counts = adapter.read_environment_frames(scene, objects, self.frames)
@@ -100,9 +110,12 @@ class BindJob:
                     frame_start=int(self.frames[0]), frame_end=int(self.frames[-1]), animated=bool(self.animated),
                     descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
-                    degenerate=int(mesh.degenerate_count), motion_read=self.motion_path)
+                    degenerate=int(mesh.degenerate_count), motion_read=self.motion_path,
+                    bone_set=self.bone_set, bones=len(self.rig.names))
+        extra = {} if self.stretch is None else {"stretch": self.stretch}
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str),
-                         rest_lengths=rest_lengths(self.rig))
+                         rest_lengths=rest_lengths(self.rig), outer_pose=self.outer_pose,
+                         outer=np.asarray(self.rig.outer_names, dtype=str), **extra)
         adapter.store_binding(self.arm, binding.to_bytes(), pose, meta, action=self.action,
                               collection=bpy.data.collections.get(self.environment))
         # Once the adapted action is assigned nothing else may use the source:
@@ -117,9 +130,14 @@ class BindJob:
         return self.write()
 
 
-def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progress=None, warn=print):
-    """Bind and store; returns the report dictionary."""
-    return BindJob(scene, arm, environment, body_height, radius_factor, warn).run(progress)
+def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progress=None, warn=print,
+             bone_set="DEFORM"):
+    """Bind and store; returns the report dictionary.
+
+    bone_set : the bones that get descriptors and keys: 'DEFORM' (default), 'ALL',
+    or the name of a bone collection (see ``adapter.bone_set_indices``).
+    """
+    return BindJob(scene, arm, environment, body_height, radius_factor, warn, bone_set).run(progress)
 
 
 def bound_objects(meta, arm):
@@ -159,10 +177,16 @@ class Bound:
         self.binding = Binding.load(data)
         pose = _load_npz(pose)
         self.rotations, self.world = pose["rotations"], pose["world"]
-        self.rig = adapter.read_rig(arm)
+        self.stretch = pose.get("stretch")
+        # Bindings from before bone sets covered every bone.
+        self.rig = adapter.select_bones(arm, adapter.read_rig(arm), self.meta.get("bone_set", "ALL"))
         self.bind_rest_lengths = pose.get("rest_lengths")
         if list(pose["bones"]) != self.rig.names:
             raise SceneError(f"the bones of '{arm.name}' changed since bind: re-bind")
+        outer = list(pose["outer"]) if "outer" in pose else []
+        if outer != self.rig.outer_names:
+            raise SceneError(f"the parents of the bound bones of '{arm.name}' changed since bind: re-bind")
+        self.outer_pose = pose.get("outer_pose")
         skeleton, self.head_joint, self.tail_joint = joint_layout(self.rig.names, self.rig.parents)
         self.frames = np.arange(self.meta["frame_start"], self.meta["frame_end"] + 1)
         self.arm = arm
@@ -207,8 +231,9 @@ class Bound:
         self.check_counts(counts)
         return verts
 
-    def pose_channels(self, positions, frames=None):
-        """Basis rotations (F,B,4) and locations (F,B,3) for adapted world joints (F,J,3)."""
+    def pose_basis(self, positions, frames=None):
+        """Basis matrices (F,B,4,4) (each bone relative to its Blender parent, as
+        ``PoseBone.matrix_basis``) that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         world = self.world[idx]
         inv = np.linalg.inv(world)
@@ -217,10 +242,46 @@ class Bound:
         adapted = to_arm(positions)
         pose = np.tile(np.eye(4), original.shape[:1] + (len(self.rig.names), 1, 1))
         pose[..., :3, :3] = matrix_from_quat(self.rotations[idx])
+        if self.stretch is not None:
+            pose[..., :3, :3] = pose[..., :3, :3] @ self.stretch[idx]
         pose[..., :3, 3] = original[:, self.head_joint]
         new = adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose,
                            primary_children(self.rig.parents, self.rig.connected))
-        return split_basis(basis_from_pose(self.rig.rest, self.rig.parents, new))
+        return np.linalg.inv(self.rig.local)[None] @ np.linalg.inv(self.parent_pose(new, idx)) @ new
+
+    def parent_pose(self, pose, idx=slice(None)):
+        """(F,B,4,4) pose of each bone's Blender parent: a bound bone's from ``pose``, an outside
+        parent's as the source played it (its keys are copied), identity for a root."""
+        rig = self.rig
+        out = np.broadcast_to(np.eye(4), pose.shape).copy()
+        inside = (rig.parents >= 0) & np.array([o is None for o in rig.outer])
+        out[:, inside] = pose[:, rig.parents[inside]]
+        outer = rig.outer_names
+        for b, name in enumerate(rig.outer):
+            if name:
+                out[:, b] = self.outer_pose[idx, outer.index(name)]
+        return out
+
+    def forward(self, basis, idx=slice(None)):
+        """World joints (F,J,3) of basis matrices (F,B,4,4): forward kinematics as Blender plays them."""
+        rig = self.rig
+        pose = np.empty_like(basis)
+        outer = self.parent_pose(np.broadcast_to(np.eye(4), basis.shape), idx)
+        for b in rig.order.tolist():
+            p = rig.parents[b]
+            parent = pose[:, p] if p >= 0 and rig.outer[b] is None else outer[:, b]
+            pose[:, b] = parent @ rig.local[b] @ basis[:, b]
+        leaves = np.flatnonzero(self.tail_joint >= 0)
+        length = np.linalg.norm(rig.tails - rig.rest[:, :3, 3], axis=-1)
+        heads = pose[..., :3, 3]
+        tails = heads[:, leaves] + pose[:, leaves][..., :3, 1] * length[leaves, None]
+        joints = np.concatenate([heads, tails], axis=1)
+        world = self.world[idx]
+        return np.einsum("fij,fkj->fki", world[:, :3, :3], joints) + world[:, None, :3, 3]
+
+    def pose_channels(self, positions, frames=None):
+        """Basis rotations (F,B,4) and locations (F,B,3) for adapted world joints (F,J,3)."""
+        return split_basis(self.pose_basis(positions, frames))
 
     def location_mask(self):
         return (self.rig.parents < 0) | ~self.rig.connected
@@ -275,21 +336,83 @@ def read_influence(scene, bound, group=None, warn=None):
     return adapter.vertex_influence(bound.objects, group)
 
 
+@dataclass
+class BakeOptions:
+    """What a bake writes (panel, operator and command line share these).
+
+    frames : (start, end) inclusive, within the bound range (None: all of it).
+    step : key every N-th frame (the range's last frame is always keyed).
+    clean : tolerance in metres of joint motion; keys are reduced until the played-back
+        joints would stray further (None: key every step).
+    interpolation : 'LINEAR' or 'BEZIER' (smooth tangents from the adapted motion).
+    target : 'ACTION' (assign the adapted action) or 'NLA' (a new NLA track above the source).
+    """
+
+    frames: tuple = None
+    step: int = 1
+    clean: float = None
+    interpolation: str = "LINEAR"
+    target: str = "ACTION"
+
+    def checked(self, bound_frames):
+        """Normalised copy; SceneError naming the bad value and the allowed ones."""
+        lo, hi = int(bound_frames[0]), int(bound_frames[-1])
+        start, end = self.frames if self.frames else (lo, hi)
+        start, end = int(start), int(end)
+        if not lo <= start <= end <= hi:
+            raise SceneError(f"bake frames {start}-{end} are outside the bound frames {lo}-{hi}: choose a "
+                             "range inside them (or re-bind a longer action)")
+        if int(self.step) < 1:
+            raise SceneError(f"bake step must be 1 or more, got {self.step}")
+        if self.clean is not None and not (np.isfinite(self.clean) and self.clean > 0):
+            raise SceneError(f"clean tolerance must be a positive distance in metres, got {self.clean}")
+        interp, target = str(self.interpolation).upper(), str(self.target).upper()
+        if interp not in INTERPOLATIONS:
+            raise SceneError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got '{self.interpolation}'")
+        if target not in TARGETS:
+            raise SceneError(f"bake target must be one of {', '.join(t.lower() for t in TARGETS)}, "
+                             f"got '{self.target}'")
+        return BakeOptions((start, end), int(self.step), None if self.clean is None else float(self.clean),
+                           interp, target)
+
+
+TARGETS = ("ACTION", "NLA")
+#: Channel values within this of the source's on every baked frame keep the source's curve whole.
+UNCHANGED = 1e-6
+_ROTATION_KIND = {"QUATERNION": ("quaternion", "rotation_quaternion"),
+                  "AXIS_ANGLE": ("axis_angle", "rotation_axis_angle")}
+
+
+def bake_options_from_scene(scene):
+    s = getattr(scene, "reldesc", None)
+    if s is None:
+        return BakeOptions()
+    return BakeOptions(frames=(s.bake_frame_start, s.bake_frame_end) if s.use_bake_range else None,
+                       step=s.bake_step, clean=s.bake_clean_tolerance if s.use_bake_clean else None,
+                       interpolation=s.bake_interpolation, target=s.bake_target)
+
+
 class BakeJob:
     """Adapt the bound motion to the environment as it is now; write ``<source>.adapted``.
 
-    Same three phases as ``BindJob``. The source action is never modified;
-    a previous ``<source>.adapted`` is replaced.
+    Same three phases as ``BindJob``. The source action is never modified; a
+    previous ``<source>.adapted`` is replaced only when nothing else uses it.
+    The adapted action is a copy of the source (its scale, custom-property and
+    object channels, handles and modifiers whole, other slots dropped) whose
+    bound bones' rotation and location channels are rewritten where the
+    adaptation changed them; channels it left unchanged keep the source's curve.
     """
 
     label = "bake"
 
-    def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None):
+    def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None,
+                 options=None):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
         self.contact_overrides = contacts
         if reposition_contacts is None:
             reposition_contacts = bool(getattr(getattr(scene, "reldesc", None), "reposition_contacts", False))
         self.reposition_contacts = reposition_contacts
+        self.options = options if options is not None else BakeOptions()
 
     def read(self):
         t0 = time.perf_counter()
@@ -298,6 +421,7 @@ class BakeJob:
         if self.source is None:
             raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion "
                              "to adapt")
+        self.options = self.options.checked(bound.frames)
         self.mesh = bound.binding.mesh.with_vertices(bound.read_environment(self.scene))
         self.influence = read_influence(self.scene, bound, self.influence_group, self.warn)
         self.overrides = bone_overrides(self.arm, bound, self.warn) or None
@@ -305,7 +429,25 @@ class BakeJob:
         self.bone_lengths, self.changed_bones = bound.bone_lengths()
         self.flags = stored_contact_flags(self.arm)
         self.contact_settings = contact_settings(self.scene, bound, self.contact_overrides)
+        start, end = self.options.frames
+        self.baked = (bound.frames >= start) & (bound.frames <= end)
+        self.channels = self._channels()
+        wanted = {(p, k) for _, _, p, width in self.channels for k in range(width)}
+        self.source_values = adapter.sample_curves(self.source, adapter.armature_slot(self.arm, self.source),
+                                                   wanted, bound.frames[self.baked])
         self.read_seconds = time.perf_counter() - t0
+
+    def _channels(self):
+        """(bone, kind, data path, width) of every channel the bake may write."""
+        out = []
+        mask = self.bound.location_mask()
+        for b, (name, mode) in enumerate(zip(self.bound.rig.names, self.bound.rig.rotation_modes)):
+            bone = f'pose.bones["{bpy.utils.escape_identifier(name)}"]'
+            kind, prop = _ROTATION_KIND.get(mode, ("euler", "rotation_euler"))
+            out.append((b, kind, f"{bone}.{prop}", 4 if kind != "euler" else 3))
+            if mask[b]:
+                out.append((b, "location", f"{bone}.location", 3))
+        return out
 
     def compute(self, progress=None):
         t0 = time.perf_counter()
@@ -326,30 +468,106 @@ class BakeJob:
                                                      self.result.unbound_joints.items())
                       + ": those joints followed the body rigidly; add the surfaces they touch to the "
                         "environment or raise the sampling radius, then re-bind")
-        self.quats, self.locs = self.bound.pose_channels(self.result.positions)
         self.adapt_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.plan = self._plan_keys()
+        self.keys_seconds = time.perf_counter() - t1
+
+    def _plan_keys(self):
+        """Curves to write and what they cost and lose: pure numpy (runs on the worker thread)."""
+        bound, opt, idx = self.bound, self.options, np.flatnonzero(self.baked)
+        basis = bound.pose_basis(self.result.positions[idx], idx)
+        rot, stretch = polar(basis[..., :3, :3])
+        quats, locs = split_basis(basis)
+        frames = bound.frames[idx]
+        groups, kept = [], 0
+        for b, kind, path, width in self.channels:
+            if kind == "location":
+                values = locs[:, b]
+            elif kind == "quaternion":
+                values = quats[:, b]
+            elif kind == "axis_angle":
+                values = axis_angle_from_quat(quats[:, b:b + 1])[:, 0]
+            else:
+                mode = bound.rig.rotation_modes[b]
+                raw = euler_from_quat(quats[:, b:b + 1], mode)
+                ref = np.array([[self.source_values.get((path, k), [0.0])[0] for k in range(3)]])
+                values = euler_compatible(raw, mode, ref)[:, 0]
+            src = [self.source_values.get((path, k)) for k in range(width)]
+            if all(v is not None for v in src):
+                src = np.stack(src, axis=-1)
+                if kind == "quaternion" and src[0] @ values[0] < 0:
+                    values = -values                        # the source's hemisphere
+                if np.abs(values - src).max() <= UNCHANGED:
+                    kept += 1                               # the source's curve stays, sub-frames and all
+                    continue
+            groups.append((b, kind, path, Channels(kind, values, bound.rig.rotation_modes[b])))
+        scale = np.linalg.norm(basis[..., :3, :3], axis=-2)            # column norms: the basis scale
+
+        def joints_of(played):
+            r, t = rot.copy(), basis[..., :3, 3].copy()
+            for (b, kind, _, ch), v in zip(groups, played):
+                if kind == "location":
+                    t[:, b] = v
+                else:
+                    r[:, b] = rotation_matrices(kind, v, ch.order)
+            m = np.broadcast_to(np.eye(4), basis.shape).copy()
+            m[..., :3, :3] = r * scale[..., None, :]
+            m[..., :3, 3] = t
+            return bound.forward(m, idx)
+
+        sk = bound.binding.skeleton
+        below = _descendants(sk)
+        reference = joints_of([ch.values for *_, ch in groups])
+        carries = np.zeros((len(groups), len(sk)), bool)
+        reach = np.zeros(len(groups))
+        for g, (b, kind, _, _) in enumerate(groups):
+            head = bound.head_joint[b]
+            carries[g] = below[head]
+            carries[g, head] = kind == "location"
+            if carries[g].any():
+                reach[g] = np.linalg.norm(reference[:, carries[g]] - reference[:, head:head + 1], axis=-1).max()
+        candidates = (np.arange(len(idx)) % opt.step == 0)
+        candidates[-1] = True
+        channels = [ch for *_, ch in groups]
+        if opt.clean is not None:
+            keys, deviation = reduce_keys(channels, joints_of, carries, reach, opt.clean, candidates,
+                                          opt.interpolation)
+        else:
+            keys = [np.flatnonzero(candidates)] * len(groups)
+            played = [_played(ch, k, opt.interpolation) for ch, k in zip(channels, keys)]
+            deviation = np.linalg.norm(joints_of(played) - reference, axis=-1) if groups else np.zeros((1, 1))
+        curves = []
+        for (b, kind, path, ch), k in zip(groups, keys):
+            slopes = ch.slopes()[k]
+            left, right = bezier_handles(frames[k], ch.values[k], slopes)
+            for c in range(ch.values.shape[1]):
+                curves.append(adapter.Curve(path, c, bound.rig.names[b], frames[k].astype(float), ch.values[k, c],
+                                            opt.interpolation, left[:, c], right[:, c]))
+        return dict(curves=curves, kept=kept, deviation=float(deviation.max()) if deviation.size else 0.0,
+                    per_frame=sum(ch.values.shape[1] for ch in channels) * len(idx),
+                    keys=int(sum(len(c.frames) for c in curves)))
 
     def write(self):
         t0 = time.perf_counter()
-        bound = self.bound
-        channels = []
-        mask = bound.location_mask()
-        quats, locs = self.quats, self.locs
-        for b, mode in enumerate(bound.rig.rotation_modes):
-            if mode == 'QUATERNION':
-                channels.append((b, "rotation_quaternion", quats[:, b]))
-            elif mode == 'AXIS_ANGLE':
-                channels.append((b, "rotation_axis_angle", axis_angle_from_quat(quats[:, b:b + 1])[:, 0]))
-            else:
-                channels.append((b, "rotation_euler", euler_from_quat(quats[:, b:b + 1], mode)[:, 0]))
-            if mask[b]:
-                channels.append((b, "location", locs[:, b]))
+        bound, opt, plan = self.bound, self.options, self.plan
+        bypass, bypassed = adapter.constraint_bypass_curves(self.arm, bound.rig.names, opt.frames[0])
+        if opt.target == "NLA":
+            adapter.remove_own_tracks(self.arm)
         wanted = self.source.name + ADAPTED_SUFFIX
-        action = adapter.write_action(self.arm, wanted, bound.frames, bound.rig, channels)
+        action, slot = adapter.write_adapted(self.arm, self.source, wanted, plan["curves"] + bypass, opt.frames)
         if action.name != wanted:
             self.warn(f"kept '{wanted}' because something else uses it (another object, an NLA strip or a "
                       f"fake user); wrote '{action.name}'")
-        adapter.copy_object_channels(self.source, action)
+        if opt.target == "NLA":
+            adapter.add_nla_track(self.arm, action, slot, self.source, opt.frames[0])
+        else:
+            adapter.assign(self.arm, action, slot)
+        if bypassed:
+            adapter.remember_bypass(self.arm, bypass)
+            self.warn(f"the constraints of {len(bypassed)} bound bone(s) are off in '{action.name}' (their "
+                      "influence is keyed to 0, as Bake Action's Clear Constraints, without removing them): "
+                      "use 'Use Source Action' to switch back with the constraints on")
         write_seconds = time.perf_counter() - t0
         err, res = self.result.bone_length_error, self.result.target_residual
         worst = np.argsort(-err)[:5]
@@ -362,6 +580,7 @@ class BakeJob:
             action=action.name, source=self.source.name, frames=int(len(bound.frames)),
             joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
             read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,
+            keys_seconds=self.keys_seconds,
             bone_length_error_mean=float(err.mean()), bone_length_error_max=float(err.max()),
             target_residual_mean=float(res.mean()), target_residual_max=float(res.max()),
             bone_length_error_per_frame=[float(x) for x in err],
@@ -369,12 +588,35 @@ class BakeJob:
             worst_frames=[int(bound.frames[i]) for i in worst],
             joint_limit_violations=_limit_report(self.result, bound),
             changed_bones=self.changed_bones,
-            hinges=list(self.result.hinges or []))
+            hinges=list(self.result.hinges or []),
+            bake=dict(frame_start=opt.frames[0], frame_end=opt.frames[1], step=opt.step, clean=opt.clean,
+                      interpolation=opt.interpolation, target=opt.target.lower()),
+            keys=dict(written=plan["keys"], every_frame=plan["per_frame"], curves=len(plan["curves"]),
+                      curves_kept_from_source=plan["kept"], max_deviation=plan["deviation"]),
+            constraints_bypassed=bypassed)
 
     def run(self, progress=None):
         self.read()
         self.compute(progress or _print_progress(self.label))
         return self.write()
+
+
+def _played(channels, keys, interpolation):
+    from .core.keys import evaluate
+    frames = np.arange(len(channels.values), dtype=float)
+    return evaluate(frames[keys], channels.values[keys], channels.slopes()[keys], frames, interpolation)
+
+
+def _descendants(skeleton):
+    """(J,J) bool: [a, j] when j is strictly below a."""
+    J = len(skeleton)
+    out = np.zeros((J, J), bool)
+    for j in skeleton.order[::-1].tolist():
+        p = skeleton.parents[j]
+        if p >= 0:
+            out[p] |= out[j]
+            out[p, j] = True
+    return out
 
 
 def _limit_report(result, bound, worst=5):
@@ -395,13 +637,15 @@ def _limit_report(result, bound, worst=5):
 
 
 def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None,
-             contacts=None):
+             contacts=None, options=None):
     """Bake and assign the adapted action; returns the report dictionary.
 
     contacts : optional overrides of the scene's contact settings: ``effectors``
     (list or comma-separated), ``distance`` and ``speed`` (fractions of body height).
+    options : ``BakeOptions`` (default: every bound frame, linear keys on every frame,
+    assigned as the active action).
     """
-    return BakeJob(scene, arm, influence_group, warn, reposition_contacts, contacts).run(progress)
+    return BakeJob(scene, arm, influence_group, warn, reposition_contacts, contacts, options).run(progress)
 
 
 # --- contacts ----------------------------------------------------------------------

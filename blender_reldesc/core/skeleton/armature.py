@@ -99,6 +99,19 @@ def adapted_pose(skeleton, head_joint, original_joints, adapted_joints, pose, pr
     return out
 
 
+def polar(m):
+    """(...,3,3) -> rotation (...,3,3) and stretch (...,3,3) with ``m = rotation @ stretch``
+    (the stretch is the bone's own scale: identity for an unscaled bone)."""
+    u, _, vt = np.linalg.svd(m)
+    rot = u @ vt
+    flip = np.linalg.det(rot) < 0                      # a mirrored bone: keep a proper rotation
+    if np.any(flip):
+        u = u.copy()
+        u[flip, :, -1] *= -1
+        rot = u @ vt
+    return rot, np.swapaxes(rot, -1, -2) @ m
+
+
 def split_basis(basis):
     """(F,B,4,4) basis -> rotation quaternions (F,B,4) (w,x,y,z, sign-continuous over
     frames) and locations (F,B,3). The rotation part is orthonormalised first."""

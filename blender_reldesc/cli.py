@@ -37,6 +37,8 @@ def build_parser(blender_command=False):
     p.add_argument("--environment", required=True, help="collection holding the environment meshes")
     p.add_argument("--body-height", type=float, default=0.0, help="character height (default: measured)")
     p.add_argument("--radius-factor", type=float, default=0.5, help="descriptor spacing factor (Eq. 7: 0.5)")
+    p.add_argument("--bones", default="deform", metavar="deform|all|COLLECTION",
+                   help="bones that get descriptors and keys: deform bones (default), all, or a bone collection")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p = sub.add_parser("bake", help="adapt the bound action to the environment as it is and save a new action")
     p.add_argument("input", metavar="IN.blend", **infile)
@@ -52,9 +54,38 @@ def build_parser(blender_command=False):
                    help="contact distance as a fraction of body height (default 0.015)")
     p.add_argument("--contact-speed", type=float, default=None,
                    help="resting speed as body heights per second (default 0.12)")
+    p.add_argument("--frames", type=int, nargs=2, metavar=("START", "END"),
+                   help="bake only these frames (default: all bound frames)")
+    p.add_argument("--step", type=_positive_int, default=1, metavar="N", help="key every N-th frame (default 1)")
+    p.add_argument("--clean", type=_positive_float, metavar="TOLERANCE",
+                   help="reduce keys while the joints play back within TOLERANCE metres of the adapted motion")
+    p.add_argument("--interpolation", type=str.upper, choices=("LINEAR", "BEZIER"), default="LINEAR",
+                   help="key interpolation (default LINEAR)")
+    p.add_argument("--target", type=str.lower, choices=("action", "nla"), default="action",
+                   help="assign the adapted action (default) or add it as an NLA track above the source")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
     return parser
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive distance in metres, got {text}")
+    return value
 
 
 def _fail(message):
@@ -94,7 +125,9 @@ def run(argv, blender_command=False):
         arm = adapter.get_armature(args.armature)
         warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
         if args.command == "bind":
-            report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn)
+            bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
+            report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn,
+                                   bone_set=bones)
             print(f"reldesc: bound {report['frames']} frames of '{report['action']}' to "
                   f"{report['descriptors']} descriptors")
         else:
@@ -103,12 +136,17 @@ def run(argv, blender_command=False):
                 group = scene.reldesc.influence_group if hasattr(scene, "reldesc") else ""
             contacts = {k: v for k, v in (("effectors", args.effectors), ("distance", args.contact_distance),
                                           ("speed", args.contact_speed)) if v is not None}
+            options = jobs.BakeOptions(frames=tuple(args.frames) if args.frames else None, step=args.step,
+                                       clean=args.clean, interpolation=args.interpolation,
+                                       target=args.target.upper())
             report = jobs.bake_job(scene, arm, group, warn=warn, reposition_contacts=args.reposition_contacts,
-                                   contacts=contacts)
+                                   contacts=contacts, options=options)
             print(f"reldesc: baked {report['frames']} frames into '{report['action']}' "
                   f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean, "
                   f"{100 * report['bone_length_error_max']:.3f} % max; contacts: "
-                  + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items()) + ")")
+                  + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items())
+                  + f"; {report['keys']['written']} keys, {1000 * report['keys']['max_deviation']:.2f} mm max from "
+                    "the adapted motion)")
             if args.report:
                 with open(args.report, "w") as fh:
                     json.dump(report, fh, indent=1)

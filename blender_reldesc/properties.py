@@ -32,6 +32,32 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     influence_group: StringProperty(name="Influence Group", default="reldesc_influence",
                                     description="Vertex group on environment meshes whose weight scales each "
                                                 "surface's influence (missing group: full influence)")
+    bone_set: EnumProperty(name="Bones", default='DEFORM', items=[
+        ('DEFORM', "Deform Bones", "Bones that deform a mesh (skips controls and mechanism bones)"),
+        ('ALL', "All Bones", "Every bone of the armature"),
+        ('COLLECTION', "Bone Collection", "The bones of one bone collection")],
+        description="Which bones get descriptors and keys")
+    bone_collection: StringProperty(name="Bone Collection", default="",
+                                    description="Bone collection of the bones to bind (Bones: Bone Collection)")
+    # Bake options.
+    use_bake_range: BoolProperty(name="Frame Range", default=False,
+                                 description="Bake only these frames (the bound action's other frames keep the "
+                                             "source's keys)")
+    bake_frame_start: IntProperty(name="Start", default=1)
+    bake_frame_end: IntProperty(name="End", default=250)
+    bake_step: IntProperty(name="Step", default=1, min=1, max=100, description="Key every N-th frame")
+    use_bake_clean: BoolProperty(name="Reduce Keys", default=False,
+                                 description="Keep the fewest keys that play back within the tolerance")
+    bake_clean_tolerance: FloatProperty(name="Tolerance", default=0.002, min=1e-6, max=1.0, unit='LENGTH',
+                                        precision=4,
+                                        description="Largest joint motion lost by reducing keys, measured on every "
+                                                    "frame")
+    bake_interpolation: EnumProperty(name="Interpolation", default='LINEAR', items=[
+        ('LINEAR', "Linear", "Straight lines between keys"),
+        ('BEZIER', "Bezier", "Smooth curves with tangents from the adapted motion")])
+    bake_target: EnumProperty(name="Target", default='ACTION', items=[
+        ('ACTION', "Action", "Assign the adapted action to the armature"),
+        ('NLA', "NLA Track", "Add the adapted action as a new NLA track above the source (mute it to compare)")])
     live: BoolProperty(name="Live Preview", default=False, update=_live_changed,
                        description="Pose the armature from the environment as it is now at every frame change")
     show_overlay: BoolProperty(name="Show Descriptors", default=False, update=_overlay_changed,

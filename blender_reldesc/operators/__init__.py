@@ -9,7 +9,7 @@ background mode they run synchronously and print progress.
 import threading
 
 import bpy
-from bpy.props import StringProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, StringProperty
 
 from .. import adapter, jobs, live
 from ..core import Cancelled, RelDescError
@@ -165,10 +165,17 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
     bl_label = "Bind"
     bl_options = {'REGISTER', 'UNDO'}
 
+    bone_set: StringProperty(name="Bones", default="",
+                             description="DEFORM, ALL or a bone collection name (default: the panel's)")
+
     def make_job(self, context, warn):
         settings = context.scene.reldesc
+        bone_set = self.bone_set or (settings.bone_collection if settings.bone_set == 'COLLECTION'
+                                     else settings.bone_set)
+        if not bone_set:
+            raise adapter.SceneError("no bone collection chosen: pick one under Bones, or bind deform bones")
         return jobs.BindJob(context.scene, self.get_armature(context), self.get_environment(context),
-                            settings.body_height, settings.radius_factor, warn=warn)
+                            settings.body_height, settings.radius_factor, warn=warn, bone_set=bone_set)
 
     def finish(self, context, report):
         live.clear()
@@ -182,9 +189,36 @@ class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
     bl_label = "Bake"
     bl_options = {'REGISTER', 'UNDO'}
 
+    # Options left unset take the panel's (the scene's) values.
+    frame_start: IntProperty(name="Start", default=0, options={'SKIP_SAVE'})
+    frame_end: IntProperty(name="End", default=-1, options={'SKIP_SAVE'},
+                           description="Last frame to bake (with Start; End < Start: the panel's range)")
+    step: IntProperty(name="Step", default=0, min=0, options={'SKIP_SAVE'}, description="0: the panel's")
+    clean: FloatProperty(name="Clean", default=-1.0, options={'SKIP_SAVE'},
+                         description="Key-reduction tolerance in metres (0: no reduction; negative: the panel's)")
+    interpolation: EnumProperty(name="Interpolation", options={'SKIP_SAVE'}, default='PANEL', items=[
+        ('PANEL', "Panel", ""), ('LINEAR', "Linear", ""), ('BEZIER', "Bezier", "")])
+    target: EnumProperty(name="Target", options={'SKIP_SAVE'}, default='PANEL', items=[
+        ('PANEL', "Panel", ""), ('ACTION', "Action", ""), ('NLA', "NLA Track", "")])
+
+    def bake_options(self, context):
+        o = jobs.bake_options_from_scene(context.scene)
+        if self.frame_end >= self.frame_start:
+            o.frames = (self.frame_start, self.frame_end)
+        if self.step:
+            o.step = self.step
+        if self.clean >= 0:
+            o.clean = self.clean or None
+        if self.interpolation != 'PANEL':
+            o.interpolation = self.interpolation
+        if self.target != 'PANEL':
+            o.target = self.target
+        return o
+
     def make_job(self, context, warn):
         settings = context.scene.reldesc
-        return jobs.BakeJob(context.scene, self.get_armature(context), settings.influence_group, warn=warn)
+        return jobs.BakeJob(context.scene, self.get_armature(context), settings.influence_group, warn=warn,
+                            options=self.bake_options(context))
 
     def finish(self, context, report):
         s = context.scene.reldesc
@@ -198,8 +232,37 @@ class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
         s.last_limit_count = limits["count"]
         s.last_limit_max = limits["max_degrees"]
         s.last_limit_frames = " ".join(str(r["frame"]) for r in limits["worst"])
+        keys = report["keys"]
         self.report({'INFO'}, f"Baked {report['frames']} frames of '{report['source']}' into '{report['action']}' "
-                              f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
+                              f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean; "
+                              f"{keys['written']} keys, {1000 * keys['max_deviation']:.2f} mm from the adapted "
+                              "motion)")
+
+
+class RELDESC_OT_use_source(_Target, bpy.types.Operator):
+    """Assign the bound source action again (constraints the bake switched off act again)"""
+    bl_idname = "reldesc.use_source"
+    bl_label = "Use Source Action"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    def execute(self, context):
+        arm = self.armature_or_report(context)
+        if arm is None:
+            return {'CANCELLED'}
+        try:
+            meta = adapter.load_stored(arm)[2]
+        except RelDescError as e:
+            self.report({'ERROR'}, str(e))
+            return {'CANCELLED'}
+        source = adapter.bound_source(arm, meta)
+        if source is None:
+            self.report({'ERROR'}, f"the source action '{meta['action']}' is gone")
+            return {'CANCELLED'}
+        restored = adapter.use_source(arm, source)
+        live.clear()
+        self.report({'INFO'}, f"'{arm.name}' plays '{source.name}' again"
+                              + (f" ({restored} constraints back on)" if restored else ""))
+        return {'FINISHED'}
 
 
 class RELDESC_OT_unbind(_Target, bpy.types.Operator):
@@ -413,5 +476,5 @@ class RELDESC_OT_jump_to_frame(bpy.types.Operator):
 
 classes = (RELDESC_OT_bind, RELDESC_OT_bake, RELDESC_OT_unbind, RELDESC_OT_live, RELDESC_OT_paint_influence,
            RELDESC_OT_clear_affinity_override, RELDESC_OT_select_bone, RELDESC_OT_detect_contacts,
-           RELDESC_OT_reposition_contacts, RELDESC_OT_contact_flag, RELDESC_OT_jump_to_frame)
+           RELDESC_OT_reposition_contacts, RELDESC_OT_contact_flag, RELDESC_OT_jump_to_frame, RELDESC_OT_use_source)
 register, unregister = bpy.utils.register_classes_factory(classes)

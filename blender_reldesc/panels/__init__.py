@@ -21,6 +21,12 @@ class RELDESC_PT_main(bpy.types.Panel):
         col.prop(s, "body_height")
         col.prop(s, "radius_factor")
         col.prop(s, "influence_group")
+        col.prop(s, "bone_set")
+        if s.bone_set == 'COLLECTION':
+            if s.armature is not None and s.armature.type == 'ARMATURE':
+                col.prop_search(s, "bone_collection", s.armature.data, "collections_all", text="Collection")
+            else:
+                col.prop(s, "bone_collection", text="Collection")
         row = layout.row(align=True)
         row.operator("reldesc.bind", icon='LINKED')
         row.operator("reldesc.unbind", icon='UNLINKED')
@@ -32,6 +38,7 @@ class RELDESC_PT_main(bpy.types.Panel):
         else:
             box.label(text=f"'{meta['action']}' on '{meta['environment']}'", icon='ACTION')
             box.label(text=f"{meta['descriptors']} descriptors, frames {meta['frame_start']}-{meta['frame_end']}")
+            box.label(text=f"{meta.get('bones', '?')} bones ({str(meta.get('bone_set', 'ALL')).title()})")
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
             ok, message = environment_status(meta, arm)
             box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
@@ -39,6 +46,35 @@ class RELDESC_PT_main(bpy.types.Panel):
         row.enabled = meta is not None
         row.operator("reldesc.bake", icon='REC')
         row.operator("reldesc.live", text="Live Preview", icon='PLAY', depress=s.live)
+        row = layout.row()
+        row.enabled = meta is not None
+        row.operator("reldesc.use_source", icon='LOOP_BACK')
+
+
+class RELDESC_PT_bake_options(bpy.types.Panel):
+    bl_label = "Bake Options"
+    bl_space_type = 'VIEW_3D'
+    bl_region_type = 'UI'
+    bl_category = "RelDesc"
+    bl_parent_id = "RELDESC_PT_main"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        layout.use_property_split = True
+        layout.prop(s, "use_bake_range")
+        col = layout.column(align=True)
+        col.enabled = s.use_bake_range
+        col.prop(s, "bake_frame_start")
+        col.prop(s, "bake_frame_end")
+        layout.prop(s, "bake_step")
+        layout.prop(s, "use_bake_clean")
+        row = layout.row()
+        row.enabled = s.use_bake_clean
+        row.prop(s, "bake_clean_tolerance")
+        layout.prop(s, "bake_interpolation")
+        layout.prop(s, "bake_target")
 
 
 class _SubPanel:
@@ -168,6 +204,6 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
             op.index, op.flag = i, 'ignore'
 
 
-classes = (RELDESC_PT_main, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
+classes = (RELDESC_PT_main, RELDESC_PT_bake_options, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
            RELDESC_PT_contacts)
 register, unregister = bpy.utils.register_classes_factory(classes)

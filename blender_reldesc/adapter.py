@@ -91,6 +91,8 @@ class Rig:
     index: np.ndarray = None     # (B,) each bone's index in the armature (all bones: arange)
     outer: list = None           # (B,) name of the bone's Blender parent when it is outside the set, else None
     local: np.ndarray = None     # (B,4,4) rest relative to the Blender parent (the rest itself for a root)
+    anchors: dict = None         # {outside parent: nearest bone of the set above it, or -1}
+    blender_order: np.ndarray = None   # parents-first in Blender's hierarchy (outside bones included)
 
     @property
     def outer_names(self):
@@ -127,8 +129,9 @@ def read_rig(arm):
     local = rest.copy()
     child = parents >= 0
     local[child] = np.linalg.inv(rest[parents[child]]) @ rest[child]
-    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, _depth_order(parents),
-               np.arange(B), [None] * B, local)
+    order = _depth_order(parents)
+    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, order,
+               np.arange(B), [None] * B, local, {}, order)
 
 
 #: Bone sets for the descriptors (besides the name of a bone collection).
@@ -179,6 +182,8 @@ def select_bones(arm, rig, bone_set):
     the chain up leaves the set, an outside ancestor that a set bone copies
     (COPY_TRANSFORMS, as Rigify's DEF bones follow ORG bones) stands for that bone.
     The Blender parent itself is kept (``outer``, ``local``): keys are relative to it.
+    An outside parent moves with its nearest set bone above it (``anchors``; Rigify's
+    ORG-palm hangs from DEF-hand) or, with none, plays as in the source.
     """
     keep = bone_set_indices(arm, bone_set)
     if len(keep) == len(rig.names):
@@ -210,8 +215,16 @@ def select_bones(arm, rig, bone_set):
             seen.add(p)
             p = parents[p]
     connected = rig.connected[keep] & np.array([o is None for o in outer])
+    anchors = {}
+    for name in dict.fromkeys(o for o in outer if o):
+        p = int(rig.parents[rig.names.index(name)])
+        while p >= 0 and p not in pos:
+            p = int(rig.parents[p])
+        anchors[name] = pos[p] if p >= 0 else -1
+    blender_order = np.array([pos[b] for b in rig.order.tolist() if b in pos], np.int64)
     return Rig(names, parents, rig.rest[keep], rig.tails[keep], connected,
-               [rig.rotation_modes[b] for b in keep.tolist()], _depth_order(parents), keep, outer, rig.local[keep])
+               [rig.rotation_modes[b] for b in keep.tolist()], _depth_order(parents), keep, outer, rig.local[keep],
+               anchors, blender_order)
 
 
 def read_pose(arm):
@@ -698,6 +711,14 @@ def write_adapted(arm, source, name, curves, frame_range):
         slot, bag = _channelbag(action, arm) if slot is None else (slot, _ensure_bag(action, slot))
     else:
         bag = _bag(action, slot)
+    write_curves(action, slot, curves, frame_range)
+    return action, slot
+
+
+def write_curves(action, slot, curves, frame_range):
+    """Replace the keys of ``curves`` inside ``frame_range`` in ``slot``'s channelbag (keys
+    outside the range are kept; a replaced curve loses its modifiers)."""
+    bag = _bag(action, slot)
     start, end = frame_range
     for curve in curves:
         keys = _curve_keys(curve)
@@ -706,7 +727,20 @@ def write_adapted(arm, source, name, curves, frame_range):
             keys = _merge_outside(_keys_of(fc), keys, start, end)
             bag.fcurves.remove(fc)
         _fill(_new_fcurve(bag, curve.path, curve.index, curve.group), keys)
-    return action, slot
+
+
+def read_bone_matrices(scene, arm, frames, names):
+    """(F,N,4,4) armature-space matrices of bones ``names`` as Blender plays them at ``frames``."""
+    current = scene.frame_current, scene.frame_subframe
+    index = [arm.pose.bones.find(n) for n in names]
+    out = np.empty((len(frames), len(names), 4, 4))
+    try:
+        for i, f in enumerate(frames):
+            scene.frame_set(int(f))
+            out[i] = read_pose(arm)[2][index]
+    finally:
+        scene.frame_set(current[0], subframe=current[1])
+    return out
 
 
 def _ensure_bag(action, slot):
@@ -776,11 +810,25 @@ def constraint_bypass_curves(arm, bone_names, frame):
 
 
 BYPASS_KEY = "_reldesc_bypassed"
+_DEFAULTS = {"location": 0.0, "scale": 1.0, "rotation_euler": 0.0, "rotation_quaternion": (1.0, 0.0, 0.0, 0.0),
+             "rotation_axis_angle": (0.0, 0.0, 1.0, 0.0)}
 
 
-def remember_bypass(arm, curves):
-    """Keep the influences the bypass keyed to 0, so ``use_source`` can give them back."""
-    _store(arm)[BYPASS_KEY] = {c.path: c.influence for c in curves}
+def remember_bypass(arm, source, curves):
+    """Remember what only the adapted action animates, so ``use_source`` can undo it: the
+    influences the bypass keyed to 0, and bone channels the source does not key (an animated
+    property keeps its last value when the next action does not key it)."""
+    import json                                             # paths are longer than ID-property keys may be
+    slot = armature_slot(arm, source)
+    bag = _bag(source, slot) if slot is not None else None
+    restore = {}
+    for c in curves:
+        if hasattr(c, "influence"):
+            restore[f"{c.path}:0"] = c.influence
+        elif bag is None or bag.fcurves.find(c.path, index=c.index) is None:
+            default = _DEFAULTS[c.path.rsplit(".", 1)[1]]
+            restore[f"{c.path}:{c.index}"] = default[c.index] if isinstance(default, tuple) else default
+    _store(arm)[BYPASS_KEY] = json.dumps(restore)
 
 
 def assign(arm, action, slot):
@@ -792,17 +840,24 @@ def assign(arm, action, slot):
 
 
 def use_source(arm, source):
-    """Assign the bound source action again and give constraints the bake bypassed their
-    influence back (an animated property keeps its last value when no action keys it)."""
+    """Assign the bound source action again, give constraints the bake bypassed their influence
+    back and reset the bone channels only the adapted action keyed (see ``remember_bypass``).
+    Returns how many constraints were switched back on."""
     assign(arm, source, armature_slot(arm, source))
     restored = 0
-    for path, value in dict(_store(arm).get(BYPASS_KEY, {})).items():
+    import json
+    for key, value in json.loads(_store(arm).get(BYPASS_KEY, "{}")).items():
+        path, index = key.rsplit(":", 1)
+        owner, prop = path.rsplit(".", 1)
         try:
-            con = arm.path_resolve(path.rsplit(".", 1)[0])
+            target = arm.path_resolve(owner)
         except ValueError:
             continue                                       # the bone or constraint is gone
-        con.influence = value
-        restored += 1
+        if prop == "influence":
+            target.influence = value
+            restored += 1
+        else:
+            getattr(target, prop)[int(index)] = value
     if BYPASS_KEY in _store(arm):
         del _store(arm)[BYPASS_KEY]
     return restored

@@ -21,7 +21,7 @@ from .core import Binding, TriMesh, adapt, bind
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.keys import INTERPOLATIONS, Channels, bezier_handles, euler_compatible, reduce_keys, rotation_matrices
 from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, euler_from_quat, joint_layout,
-                                     polar, primary_children, split_basis)
+                                     polar, primary_children, rotation_scale, sign_continuous, split_basis)
 from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
 
 ADAPTED_SUFFIX = ".adapted"
@@ -87,7 +87,11 @@ class BindJob:
         self.rotations = quat_from_matrix(rot)
         # Scale (keyed, inherited or from constraints) is kept beside the rotation, when there is any.
         self.stretch = None if np.abs(stretch - np.eye(3)).max() < 1e-6 else stretch
-        self.outer_pose = pose[:, [full.names.index(n) for n in rig.outer_names]]
+        # Outside parents: relative to their anchor (the set bone above them) or, without one, as played.
+        self.outer_pose = np.empty((len(self.frames), len(rig.outer_names), 4, 4))
+        for i, name in enumerate(rig.outer_names):
+            o, a = full.names.index(name), rig.anchors[name]
+            self.outer_pose[:, i] = pose[:, o] if a < 0 else np.linalg.inv(pose[:, rig.index[a]]) @ pose[:, o]
         self.animated = any(adapter.is_animated(ob) for ob in objects)
         if self.animated:
             verts, tris, self.counts = adapter.read_environment_frames(scene, objects, self.frames)
@@ -231,9 +235,8 @@ class Bound:
         self.check_counts(counts)
         return verts
 
-    def pose_basis(self, positions, frames=None):
-        """Basis matrices (F,B,4,4) (each bone relative to its Blender parent, as
-        ``PoseBone.matrix_basis``) that put the bones on adapted world joints (F,J,3)."""
+    def adapted_pose(self, positions, frames=None):
+        """Posed bone matrices (F,B,4,4), armature space, that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         world = self.world[idx]
         inv = np.linalg.inv(world)
@@ -245,32 +248,90 @@ class Bound:
         if self.stretch is not None:
             pose[..., :3, :3] = pose[..., :3, :3] @ self.stretch[idx]
         pose[..., :3, 3] = original[:, self.head_joint]
-        new = adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose,
-                           primary_children(self.rig.parents, self.rig.connected))
+        return adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose,
+                            primary_children(self.rig.parents, self.rig.connected))
+
+    def pose_basis(self, positions, frames=None):
+        """Basis matrices (F,B,4,4) (each bone relative to its Blender parent, as
+        ``PoseBone.matrix_basis``) that put the bones on adapted world joints (F,J,3)."""
+        idx = slice(None) if frames is None else frames
+        new = self.adapted_pose(positions, frames)
         return np.linalg.inv(self.rig.local)[None] @ np.linalg.inv(self.parent_pose(new, idx)) @ new
 
+    def keyable_basis(self, positions, frames=None):
+        """(rotation (F,B,3,3), scale (F,B,3), location (F,B,3)) to key, parents first, each bone
+        relative to its parent *as the keys will play it*.
+
+        A pose from constraints may carry shear (Stretch To with volume preservation, inherited
+        non-uniform scale) that keys cannot hold; keying each bone against the parent Blender
+        will actually play keeps every bone's head and tail where the adaptation put them
+        (see ``rotation_scale``) instead of letting the loss pile up down the chain.
+        """
+        idx = slice(None) if frames is None else frames
+        new = self.adapted_pose(positions, frames)
+        rig = self.rig
+        played = np.empty_like(new)
+        F, B = new.shape[:2]
+        rot, scale, loc = np.empty((F, B, 3, 3)), np.empty((F, B, 3)), np.empty((F, B, 3))
+        inv_local = np.linalg.inv(rig.local)
+        for b in rig.blender_order.tolist():
+            parent = self._parent_of(b, played, idx)
+            basis = inv_local[b] @ np.linalg.inv(parent) @ new[:, b]
+            rot[:, b], scale[:, b] = rotation_scale(basis[:, :3, :3])
+            loc[:, b] = basis[:, :3, 3]
+            keyed = np.broadcast_to(np.eye(4), basis.shape).copy()
+            keyed[:, :3, :3] = rot[:, b] * scale[:, b, None, :]
+            keyed[:, :3, 3] = loc[:, b]
+            played[:, b] = parent @ rig.local[b] @ keyed
+        self._played_pose = played
+        return rot, scale, loc
+
     def parent_pose(self, pose, idx=slice(None)):
-        """(F,B,4,4) pose of each bone's Blender parent: a bound bone's from ``pose``, an outside
-        parent's as the source played it (its keys are copied), identity for a root."""
+        """(F,B,4,4) pose of each bone's Blender parent: a bound bone's from ``pose``; an outside
+        parent's carried by its anchor in ``pose`` as in the source, or with no anchor as the
+        source played it (its keys are copied); identity for a root."""
         rig = self.rig
         out = np.broadcast_to(np.eye(4), pose.shape).copy()
-        inside = (rig.parents >= 0) & np.array([o is None for o in rig.outer])
-        out[:, inside] = pose[:, rig.parents[inside]]
-        outer = rig.outer_names
-        for b, name in enumerate(rig.outer):
-            if name:
-                out[:, b] = self.outer_pose[idx, outer.index(name)]
+        for b in range(len(rig.names)):
+            out[:, b] = self._parent_of(b, pose, idx)
         return out
+
+    def _parent_of(self, b, pose, idx):
+        rig = self.rig
+        name = rig.outer[b]
+        if name is None:
+            return pose[:, rig.parents[b]] if rig.parents[b] >= 0 else np.eye(4)
+        i = rig.outer_names.index(name)
+        if self.played_outer is not None:
+            return self.played_outer[idx, i]
+        rel = self.outer_pose[idx, i]
+        a = rig.anchors[name]
+        return rel if a < 0 else pose[:, a] @ rel
+
+    played_outer = None
+
+    def outer_world(self, idx):
+        """(F,O,4,4) the outside parents as predicted for the adapted keys (armature space)."""
+        rig = self.rig
+        out = np.empty((len(idx), len(rig.outer_names), 4, 4))
+        played = self._played_pose
+        for i, name in enumerate(rig.outer_names):
+            a = rig.anchors[name]
+            out[:, i] = self.outer_pose[idx, i] if a < 0 else played[:, a] @ self.outer_pose[idx, i]
+        return out
+
+    def use_played_outer(self, matrices, idx):
+        """Key against the outside parents as Blender played them (F,O,4,4) on frames ``idx``."""
+        full = np.broadcast_to(np.eye(4), (len(self.frames), len(self.rig.outer_names), 4, 4)).copy()
+        full[idx] = matrices
+        self.played_outer = full
 
     def forward(self, basis, idx=slice(None)):
         """World joints (F,J,3) of basis matrices (F,B,4,4): forward kinematics as Blender plays them."""
         rig = self.rig
         pose = np.empty_like(basis)
-        outer = self.parent_pose(np.broadcast_to(np.eye(4), basis.shape), idx)
-        for b in rig.order.tolist():
-            p = rig.parents[b]
-            parent = pose[:, p] if p >= 0 and rig.outer[b] is None else outer[:, b]
-            pose[:, b] = parent @ rig.local[b] @ basis[:, b]
+        for b in rig.blender_order.tolist():
+            pose[:, b] = self._parent_of(b, pose, idx) @ rig.local[b] @ basis[:, b]
         leaves = np.flatnonzero(self.tail_joint >= 0)
         length = np.linalg.norm(rig.tails - rig.rest[:, :3, 3], axis=-1)
         heads = pose[..., :3, 3]
@@ -447,6 +508,7 @@ class BakeJob:
             out.append((b, kind, f"{bone}.{prop}", 4 if kind != "euler" else 3))
             if mask[b]:
                 out.append((b, "location", f"{bone}.location", 3))
+            out.append((b, "scale", f"{bone}.scale", 3))
         return out
 
     def compute(self, progress=None):
@@ -476,13 +538,16 @@ class BakeJob:
     def _plan_keys(self):
         """Curves to write and what they cost and lose: pure numpy (runs on the worker thread)."""
         bound, opt, idx = self.bound, self.options, np.flatnonzero(self.baked)
-        basis = bound.pose_basis(self.result.positions[idx], idx)
-        rot, stretch = polar(basis[..., :3, :3])
-        quats, locs = split_basis(basis)
+        rot, scale, locs = bound.keyable_basis(self.result.positions[idx], idx)
+        quats = sign_continuous(quat_from_matrix(rot))
         frames = bound.frames[idx]
         groups, kept = [], 0
         for b, kind, path, width in self.channels:
-            if kind == "location":
+            if kind == "scale":
+                values = scale[:, b]
+                if (path, 0) not in self.source_values and np.abs(values - 1.0).max() <= UNCHANGED:
+                    continue                                # unscaled, and the source keys no scale
+            elif kind == "location":
                 values = locs[:, b]
             elif kind == "quaternion":
                 values = quats[:, b]
@@ -502,17 +567,18 @@ class BakeJob:
                     kept += 1                               # the source's curve stays, sub-frames and all
                     continue
             groups.append((b, kind, path, Channels(kind, values, bound.rig.rotation_modes[b])))
-        scale = np.linalg.norm(basis[..., :3, :3], axis=-2)            # column norms: the basis scale
 
         def joints_of(played):
-            r, t = rot.copy(), basis[..., :3, 3].copy()
+            r, t, s = rot.copy(), locs.copy(), scale.copy()
             for (b, kind, _, ch), v in zip(groups, played):
                 if kind == "location":
                     t[:, b] = v
+                elif kind == "scale":
+                    s[:, b] = v
                 else:
                     r[:, b] = rotation_matrices(kind, v, ch.order)
-            m = np.broadcast_to(np.eye(4), basis.shape).copy()
-            m[..., :3, :3] = r * scale[..., None, :]
+            m = np.broadcast_to(np.eye(4), r.shape[:2] + (4, 4)).copy()
+            m[..., :3, :3] = r * s[..., None, :]
             m[..., :3, 3] = t
             return bound.forward(m, idx)
 
@@ -524,7 +590,7 @@ class BakeJob:
         for g, (b, kind, _, _) in enumerate(groups):
             head = bound.head_joint[b]
             carries[g] = below[head]
-            carries[g, head] = kind == "location"
+            carries[g, head] = kind == "location"              # rotation and scale move what hangs below
             if carries[g].any():
                 reach[g] = np.linalg.norm(reference[:, carries[g]] - reference[:, head:head + 1], axis=-1).max()
         candidates = (np.arange(len(idx)) % opt.step == 0)
@@ -563,8 +629,9 @@ class BakeJob:
             adapter.add_nla_track(self.arm, action, slot, self.source, opt.frames[0])
         else:
             adapter.assign(self.arm, action, slot)
+        self._follow_outer_parents(action, slot)
+        adapter.remember_bypass(self.arm, self.source, plan["curves"] + bypass)
         if bypassed:
-            adapter.remember_bypass(self.arm, bypass)
             self.warn(f"the constraints of {len(bypassed)} bound bone(s) are off in '{action.name}' (their "
                       "influence is keyed to 0, as Bake Action's Clear Constraints, without removing them): "
                       "use 'Use Source Action' to switch back with the constraints on")
@@ -594,6 +661,24 @@ class BakeJob:
             keys=dict(written=plan["keys"], every_frame=plan["per_frame"], curves=len(plan["curves"]),
                       curves_kept_from_source=plan["kept"], max_deviation=plan["deviation"]),
             constraints_bypassed=bypassed)
+
+    def _follow_outer_parents(self, action, slot):
+        """Bones whose Blender parent is outside the bone set were keyed against a prediction of
+        that parent (carried by the set bone above it as in the source). Its constraints may
+        play it slightly otherwise (Rigify's ORG-palm copies the scale of DEF-hand): read how
+        Blender plays it under the new keys and key its children against that. One pass is
+        exact, since an outside parent depends only on bones above it."""
+        bound = self.bound
+        if not bound.rig.outer_names:
+            return
+        idx = np.flatnonzero(self.baked)
+        played = adapter.read_bone_matrices(self.scene, self.arm, bound.frames[idx], bound.rig.outer_names)
+        predicted = bound.outer_world(idx)
+        if np.abs(played - predicted).max() <= 1e-7:
+            return
+        bound.use_played_outer(played, idx)
+        self.plan = self._plan_keys()
+        adapter.write_curves(action, slot, self.plan["curves"], self.options.frames)
 
     def run(self, progress=None):
         self.read()

@@ -35,7 +35,7 @@ INTERPOLATIONS = ("LINEAR", "BEZIER")
 class Channels:
     """One bone's channels of one kind, keyed together (all components share key frames).
 
-    kind : 'quaternion', 'euler', 'axis_angle' or 'location'.
+    kind : 'quaternion', 'euler', 'axis_angle', 'location' or 'scale'.
     values : (F,k) dense values, one row per baked frame.
     order : Euler order ('XYZ', ...) for kind 'euler'.
     """
@@ -108,6 +108,8 @@ def own_error(channels, played, reach):
     rotation error angle x reach, or the location error."""
     if channels.kind == "location":
         return np.linalg.norm(played - channels.values, axis=-1)
+    if channels.kind == "scale":
+        return np.abs(played - channels.values).max(axis=-1) * reach
     a = rotation_matrices(channels.kind, played, channels.order)
     b = rotation_matrices(channels.kind, channels.values, channels.order)
     cos = (np.einsum("fij,fij->f", a, b) - 1.0) / 2.0

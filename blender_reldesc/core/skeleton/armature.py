@@ -112,17 +112,41 @@ def polar(m):
     return rot, np.swapaxes(rot, -1, -2) @ m
 
 
+def rotation_scale(m):
+    """(...,3,3) -> rotation (...,3,3) and per-axis scale (...,3) with ``m ~ rotation @ diag(scale)``,
+    exact for the bone's own axis (Y, along which its tail and connected children lie).
+
+    A basis is a rotation times a scale when the bone is keyed; constraints (Stretch To with
+    volume preservation) and inherited non-uniform scale add shear, which keys cannot carry.
+    Blender's visual keying then loses the tail; this keeps the Y column exact and puts the
+    shear's error on X and Z, which only offset children hang from.
+    """
+    y = m[..., :, 1]
+    y = y / np.maximum(np.linalg.norm(y, axis=-1, keepdims=True), 1e-300)
+    x = m[..., :, 0] - np.einsum("...i,...i->...", m[..., :, 0], y)[..., None] * y
+    x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-300)
+    z = np.cross(x, y)
+    rot = np.stack([x, y, z], axis=-1)
+    scale = np.einsum("...ij,...ij->...j", rot, m)
+    return rot, scale
+
+
 def split_basis(basis):
     """(F,B,4,4) basis -> rotation quaternions (F,B,4) (w,x,y,z, sign-continuous over
     frames) and locations (F,B,3). The rotation part is orthonormalised first."""
     u, _, vt = np.linalg.svd(basis[..., :3, :3])
     rot = u @ vt
-    q = quat_from_matrix(rot)
-    # Keep consecutive keys in the same hemisphere so interpolation takes the short way.
+    return sign_continuous(quat_from_matrix(rot)), basis[..., :3, 3].copy()
+
+
+def sign_continuous(q):
+    """(F,B,4) quaternions with consecutive frames in the same hemisphere, so that
+    interpolating keys takes the short way."""
+    q = q.copy()
     for f in range(1, len(q)):
         flip = np.einsum("bk,bk->b", q[f], q[f - 1]) < 0
         q[f, flip] *= -1
-    return q, basis[..., :3, 3].copy()
+    return q
 
 
 def euler_from_quat(q, order="XYZ"):

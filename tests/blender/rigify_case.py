@@ -1,0 +1,109 @@
+"""A generated Rigify rig bound, baked and switched back, in a process of its own.
+
+Usage: python rigify_case.py OUT.json (run by test_production_rigs.py). Ends with os._exit:
+with Rigify enabled the bpy 4.5 wheel hangs at interpreter exit.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+import bpy
+
+import blender_reldesc
+from blender_reldesc import adapter, demo, jobs
+from blender_reldesc.core import synthetic as S
+
+FRAMES = 24
+
+
+def rigify_walker():
+    """Generate Rigify's human rig (Rigify ships with Blender), key its controls (torso, IK
+    feet and hands) as a short walk, and put a floor under it in 'Environment'."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    blender_reldesc.register()
+    bpy.ops.preferences.addon_enable(module="rigify")
+    bpy.ops.object.armature_human_metarig_add()
+    bpy.ops.pose.rigify_generate()
+    rig = bpy.context.object
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, FRAMES
+    for f in range(1, FRAMES + 1):
+        t = (f - 1) / (FRAMES - 1)
+        ph = 2 * np.pi * t
+        rig.pose.bones["torso"].location = (0, 0.4 * t, 0.03 * np.sin(2 * ph))
+        rig.pose.bones["torso"].keyframe_insert("location", frame=f)
+        for side, sgn in (("L", 1), ("R", -1)):
+            foot = rig.pose.bones[f"foot_ik.{side}"]
+            foot.location = (0, 0.4 * t + 0.15 * sgn * np.sin(ph), max(0.0, 0.08 * sgn * np.cos(ph)))
+            foot.keyframe_insert("location", frame=f)
+            hand = rig.pose.bones[f"hand_ik.{side}"]
+            hand.location = (0, 0.4 * t - 0.1 * sgn * np.sin(ph), 0.02 * np.cos(2 * ph))
+            hand.keyframe_insert("location", frame=f)
+    env = bpy.data.collections.new("Environment")
+    scene.collection.children.link(env)
+    V, T = S.grid(4.0, 4.0, 30, 30, origin=(-2.0, -2.0), z=0.0)
+    floor = demo.mesh_object("Floor", V, T, env)
+    scene.reldesc.armature, scene.reldesc.environment = rig, env
+    scene.frame_set(1)
+    return scene, rig, floor
+
+
+def heads(scene, arm, frames, names):
+    index = [arm.pose.bones.find(n) for n in names]
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        head, _, _ = adapter.read_pose(arm)
+        out.append(adapter.to_world(adapter.world_matrix(arm), head[index]))
+    return np.stack(out)
+
+
+def main(out_path):
+    scene, rig, floor = rigify_walker()
+    deform = [b.name for b in rig.data.bones if b.use_deform]
+    source = rig.animation_data.action
+    frames = range(1, FRAMES + 1)
+    before = heads(scene, rig, frames, deform)
+    influence = [c.influence for n in deform for c in rig.pose.bones[n].constraints]
+    assert bpy.ops.reldesc.bind(armature=rig.name, environment="Environment") == {'FINISHED'}
+    meta = adapter.stored_meta(rig)
+    floor.location.z = 0.06                                   # the ground rose after the capture
+    warnings = []
+    job = jobs.BakeJob(scene, rig, warn=warnings.append)
+    report = job.run(progress=lambda *a: True)
+    played = heads(scene, rig, job.bound.frames, job.bound.rig.names)
+    adapted = job.result.positions[:, :len(job.bound.rig.names)]
+    hips = job.bound.rig.names.index("DEF-spine")
+    baked = rig.animation_data.action
+    res = dict(bones=len(rig.data.bones), deform_bones=len(deform), bound_bones=meta["bones"],
+               bone_set=meta["bone_set"],
+               constraint_warning=any("constraints" in w for w in warnings),
+               constraints_bypassed=len(report["constraints_bypassed"]),
+               follow_max=float(np.linalg.norm(played - adapted, axis=-1).max()),
+               hips_rise=float(np.mean(played[:, hips, 2] - before[:, deform.index("DEF-spine"), 2])),
+               torso_keys_kept=any(fc.data_path == 'pose.bones["torso"].location' for fc in adapter._fcurves(baked)),
+               constraints_before=len(influence),
+               constraints_after=sum(len(rig.pose.bones[n].constraints) for n in deform),
+               keys=report["keys"])
+    assert bpy.ops.reldesc.use_source(armature=rig.name) == {'FINISHED'}
+    res["source_again"] = rig.animation_data.action == source
+    res["influence_restored"] = [c.influence for n in deform for c in rig.pose.bones[n].constraints] == influence
+    res["source_max"] = float(np.abs(heads(scene, rig, frames, deform) - before).max())
+    with open(out_path, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    code = 0
+    try:
+        main(sys.argv[1])
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

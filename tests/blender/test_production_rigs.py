@@ -1,0 +1,115 @@
+"""Production rigs: a Rigify rig generated in the test, bone sets (deform, all, a bone
+collection), and a Mixamo-named rig with fingers whose contacts come from its hands and feet."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import bpy
+
+from blender_reldesc import adapter, demo, jobs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def test_a_generated_rigify_rig_binds_its_deform_bones_and_plays_the_adapted_motion(tmp_path):
+    """Run in its own process (``rigify_case.py``): enabling Rigify registers hundreds of
+    classes, and the bpy 4.5 wheel then hangs at interpreter exit."""
+    out = tmp_path / "rigify.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    r = subprocess.run([sys.executable, os.path.join(HERE, "rigify_case.py"), str(out)], capture_output=True,
+                       text=True, cwd=ROOT, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["bones"] > 600 and res["bound_bones"] == res["deform_bones"] and res["bone_set"] == "DEFORM"
+    assert res["constraint_warning"] and res["constraints_bypassed"] > 100
+    # The evaluated deform bones (what skins the mesh) follow the adapted joints.
+    assert res["follow_max"] < 1e-3
+    assert res["hips_rise"] > 0.04
+    # The controls keep the source's keys; the rig keeps its constraints.
+    assert res["torso_keys_kept"] and res["constraints_after"] == res["constraints_before"]
+    # Use Source Action switches back: constraints act again, the motion is the source's.
+    assert res["source_again"] and res["influence_restored"] and res["source_max"] < 1e-5
+
+
+def _bones_of(arm, names):
+    """Bone collection 'Bound' with ``names`` in it."""
+    coll = arm.data.collections.new("Bound")
+    for n in names:
+        coll.assign(arm.data.bones[n])
+    return coll
+
+
+def test_a_bone_collection_binds_only_its_bones_and_the_others_keep_their_curves(scene):
+    scene, arm, env, bridge, beam = scene
+    legs = [b.name for b in arm.data.bones if b.name.startswith(("Hips", "Left", "Right"))
+            and "Arm" not in b.name and "Hand" not in b.name and "Shoulder" not in b.name]
+    _bones_of(arm, legs)
+    scene.reldesc.bone_set, scene.reldesc.bone_collection = 'COLLECTION', "Bound"
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert adapter.stored_meta(arm)["bones"] == len(legs)
+    demo.bend_bridge(bridge, sag=0.25, at=1.5)
+    report = jobs.bake_job(scene, arm)
+    written = {fc.data_path.split('"')[1] for fc in adapter._fcurves(arm.animation_data.action)
+               if fc.data_path.startswith("pose.bones")}
+    source = {(fc.data_path, fc.array_index): fc for fc in adapter._fcurves(bpy.data.actions["Walk"])}
+    for fc in adapter._fcurves(arm.animation_data.action):
+        bone = fc.data_path.split('"')[1]
+        if bone not in legs:                                   # not bound: the source's curve, whole
+            co = np.array([tuple(k.co) for k in fc.keyframe_points])
+            src = np.array([tuple(k.co) for k in source[(fc.data_path, fc.array_index)].keyframe_points])
+            np.testing.assert_array_equal(co, src)
+    assert set(legs) <= written and report["joints"] < 30
+
+
+def test_bone_set_all_and_deform_agree_on_a_rig_of_deform_bones(scene):
+    scene, arm, *_ = scene
+    jobs.bind_job(scene, arm, "Environment", bone_set="ALL")
+    assert adapter.stored_meta(arm)["bones"] == len(arm.data.bones)
+    jobs.bind_job(scene, arm, "Environment")
+    assert adapter.stored_meta(arm)["bones"] == len(arm.data.bones)
+
+
+def test_unknown_or_empty_bone_sets_say_what_to_do(scene):
+    scene, arm, *_ = scene
+    with pytest.raises(adapter.SceneError, match="neither DEFORM, ALL nor a bone collection"):
+        jobs.bind_job(scene, arm, "Environment", bone_set="Nope")
+    arm.data.collections.new("Empty")
+    with pytest.raises(adapter.SceneError, match="has no bones"):
+        jobs.bind_job(scene, arm, "Environment", bone_set="Empty")
+    for b in arm.data.bones:
+        b.use_deform = False
+    with pytest.raises(adapter.SceneError, match="no deform bones"):
+        jobs.bind_job(scene, arm, "Environment")
+    assert adapter.stored_meta(arm) is None                   # nothing was stored
+
+
+def test_a_mixamo_rig_with_fingers_makes_contacts_with_its_feet_not_its_fingers(scene):
+    scene, arm, env, bridge, beam = scene
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones
+    for side, sgn in (("Left", 1), ("Right", -1)):
+        hand = eb[f"{side}Hand"]
+        for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
+            parent, head = hand, np.array(hand.tail) + np.array([0.0, 0.02 * (k - 2), 0.0])
+            for n in range(1, 4):
+                bone = eb.new(f"{side}Hand{finger}{n}")
+                bone.head, bone.tail = head, head + np.array([0.0, 0.0, -0.025])
+                bone.parent, bone.use_connect = parent, n > 1
+                parent, head = bone, np.array(bone.tail)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    for b in list(arm.data.bones):
+        b.name = "mixamorig:" + b.name
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    warnings = []
+    report = jobs.bake_job(scene, arm, warn=warnings.append)
+    assert not any("contacts not checked" in w for w in warnings), warnings
+    effectors = {c["effector"] for c in report["contacts"]}
+    assert effectors and all("Hand" not in e or e.endswith("Hand") for e in effectors)
+    assert effectors <= {f"mixamorig:{s}{p}" for s in ("Left", "Right") for p in ("Foot", "Toe", "Hand")}

@@ -104,6 +104,28 @@ def live_seconds(scene, arm, frames, count=120):
     return statistics.median(seq[1:]), max(seq[1:]), statistics.median(jumps)
 
 
+KEY_ROWS = []
+KEY_OPTIONS = [("every frame (default)", {}), ("--clean 0.002", dict(clean=0.002)),
+               ("--clean 0.01", dict(clean=0.01)), ("--clean 0.005 --interpolation bezier",
+                                                    dict(clean=0.005, interpolation="BEZIER")),
+               ("--step 2", dict(step=2))]
+
+
+def key_rows(label, scene, arm):
+    """Keys each bake option writes for the same adapted motion, and what they lose (measured)."""
+    job = jobs.BakeJob(scene, arm, warn=lambda m: None)
+    job.read()
+    job.compute(lambda *a: True)
+    rows = []
+    for name, opts in KEY_OPTIONS:
+        job.options = jobs.BakeOptions(**opts).checked(job.bound.frames)
+        t0 = time.perf_counter()
+        plan = job._plan_keys()
+        rows.append((label, name, plan["per_frame"], plan["keys"], plan["keys"] / plan["per_frame"],
+                     1000 * plan["deviation"], time.perf_counter() - t0))
+    return rows
+
+
 def run(label, scene, arm, coll, ground):
     frames = scene.frame_end - scene.frame_start + 1
     scene.reldesc.environment = coll
@@ -112,6 +134,7 @@ def run(label, scene, arm, coll, ground):
     t_bind = time.perf_counter() - t0
     sculpt(ground)
     rep = jobs.bake_job(scene, arm, progress=lambda *a: True)
+    KEY_ROWS.extend(key_rows(label, scene, arm))
     total = rep["read_seconds"] + rep["adapt_seconds"] + rep["write_seconds"]
     live_seq, live_max, live_jump = live_seconds(scene, arm, frames)
     source = bpy.data.actions[bind["action"]]
@@ -137,6 +160,11 @@ def main():
     if REAL.exists():
         rows.append(run(f"real walk ({REAL.name})", *real_scene()))
     for r in rows:
+        print("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
+    print()
+    print("| scene | keys | keys per frame | keys written | ratio | max joint deviation (mm, measured) | planning s |")
+    print("|" + "---|" * 7)
+    for r in KEY_ROWS:
         print("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in r) + " |")
     sys.stdout.flush()
     os._exit(0)

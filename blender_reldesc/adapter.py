@@ -614,7 +614,9 @@ def sample_curves(action, slot, wanted, frames):
     for fc in bag.fcurves:
         key = (fc.data_path, fc.array_index)
         if key in wanted:
-            out[key] = np.array([fc.evaluate(float(f)) for f in frames])
+            values = _sample(fc, np.asarray(frames, float))
+            if values is not None:
+                out[key] = values
     return out
 
 

@@ -179,6 +179,8 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
 
     def finish(self, context, report):
         live.clear()
+        s = context.scene.reldesc
+        s.bake_frame_start, s.bake_frame_end = report["frame_start"], report["frame_end"]
         self.report({'INFO'}, f"Bound {report['frames']} frames of '{report['action']}' to "
                               f"{report['descriptors']} descriptors on {len(report['objects'])} meshes")
 

@@ -771,14 +771,15 @@ def remove_own_tracks(arm):
 
 
 def add_nla_track(arm, action, slot, source, frame_start):
-    """Put ``action`` on a new NLA track above the source: the source, when it is the active
-    action, first goes onto a track of its own below; the active action is then cleared so
-    the tracks play (mute the top track to compare with the source)."""
+    """Put ``action`` on a new NLA track above the source: the source, unless it is already on a
+    track, first goes onto a track of its own below; the active action is then cleared so the
+    tracks play (mute the top track to compare with the source)."""
     if arm.animation_data is None:
         arm.animation_data_create()
     ad = arm.animation_data
-    if ad.action == source:
-        src_slot = ad.action_slot
+    on_track = any(strip.action == source for t in ad.nla_tracks for strip in t.strips)
+    if not on_track:                                       # active, or replaced by an earlier bake
+        src_slot = ad.action_slot if ad.action == source else armature_slot(arm, source)
         track = ad.nla_tracks.new()
         track.name = source.name
         strip = track.strips.new(source.name, int(round(source.frame_range[0])), source)

@@ -134,3 +134,27 @@ def test_the_command_line_takes_the_bake_options(tmp_path):
     assert rep["bake"] == dict(frame_start=5, frame_end=25, step=2, clean=0.003, interpolation="BEZIER",
                                target="nla")
     assert rep["keys"]["max_deviation"] <= 0.003
+
+
+def test_nla_target_after_an_action_bake_still_puts_the_source_below(edited):
+    scene, arm, dense_report, dense = edited           # the adapted action is active now
+    assert arm.animation_data.action.name == "Walk.adapted"
+    assert bpy.ops.reldesc.bake(armature="Walker", target='NLA') == {'FINISHED'}
+    tracks = arm.animation_data.nla_tracks
+    assert [t.strips[0].action.name for t in tracks] == ["Walk", "Walk.adapted"]
+    tracks[1].mute = True
+    assert np.abs(_world_joints(scene, arm) - _source_joints(scene, arm)).max() < 1e-6
+
+
+def _source_joints(scene, arm):
+    ad = arm.animation_data
+    mutes = [t.mute for t in ad.nla_tracks]
+    for t in ad.nla_tracks:
+        t.mute = True
+    action, slot = ad.action, ad.action_slot
+    adapter.assign(arm, bpy.data.actions["Walk"], None)
+    out = _world_joints(scene, arm)
+    ad.action = action
+    for t, m in zip(ad.nla_tracks, mutes):
+        t.mute = m
+    return out

@@ -227,3 +227,38 @@ def test_changed_shins_stand_taller_or_lower_with_feet_on_the_floor(factor):
         speed = np.linalg.norm(np.gradient(motion[:, j], axis=0), axis=-1) * 30.0
         planted = speed < 0.5
         assert np.abs(P[planted, j, 2] - motion[planted, j, 2]).max() <= 0.02
+
+
+SHARE = dict(share_compression=True)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify"])
+def test_shared_compression_keeps_invariance(convention):
+    """The experimental ducking stage changes nothing an edit does not ask for, and moves with
+    a rigid edit of the scene."""
+    skel, roles, motion, V, T = _scene(convention, "bent")
+    binding = bind(skel, motion, TriMesh(V, T))
+    H = _height(motion)
+    same = adapt(binding, TriMesh(V, T), solver_options=SHARE).positions
+    assert np.abs(same - motion).max() <= 1e-6 * H
+    R, shift = _rotation([0.3, 0.2, 1.0], 35), np.array([3.0, -1.0, 0.5])
+    moved = adapt(binding, TriMesh(V @ R.T + shift, T), solver_options=SHARE).positions
+    assert np.abs(moved - (motion @ R.T + shift)).max() <= 1e-4 * H
+
+
+def test_shared_compression_ducks_with_hips_and_an_even_spine():
+    skel, motion, V, T, lowered, (b0, b1) = _duck_scene()
+    binding = bind(skel, motion, TriMesh(V, T))
+    P = adapt(binding, TriMesh(lowered, T), solver_options=SHARE).positions
+    chain = [skel.index(n) for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck", "Head")]
+    seg = P[:, chain[1:]] - P[:, chain[:-1]]
+    seg /= np.linalg.norm(seg, axis=-1, keepdims=True)
+    bends = np.degrees(np.arccos(np.clip(np.einsum("fsk,fsk->fs", seg[:, 1:], seg[:, :-1]), -1, 1)))
+    assert bends.max() <= 60.0
+    hips = skel.index("Hips")
+    assert (P[:, skel.index("Spine2"), 2] - P[:, hips, 2]).min() >= 0.10
+    assert (motion[:, hips, 2] - P[:, hips, 2]).max() > 0.03              # the knees bend: the hips go down
+    lo, hi = lowered[b0:b1, 0].min(), lowered[b0:b1, 0].max()
+    head = P[:, skel.index("HeadTop")]
+    under = (head[:, 0] > lo) & (head[:, 0] < hi)
+    assert under.any() and np.all(head[under, 2] <= lowered[b0:b1, 2].min() + 0.01)

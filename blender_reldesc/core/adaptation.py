@@ -20,7 +20,8 @@ from .mesh import TriMesh
 from .proximity import Collider
 from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives,
                               zero_length)
-from .skeleton.rotations import kabsch
+from .skeleton.joints import _trunk
+from .skeleton.rotations import kabsch, swing
 from .solver import Warper
 
 
@@ -148,6 +149,9 @@ class Rig:
                 raise InputError("pins contain inf; use NaN for free joints")
         self.pins = pins
         self.solver_options = dict(solver_options or {})
+        # Experimental, off by default: on the real walk it keeps the chest 18 cm above the hips
+        # but passes a 4-frame jump of the head's target into the legs (see RESULTS.md).
+        self.share_compression = bool(self.solver_options.pop("share_compression", False))
         self.unbound = {}
 
         # Coincident joints (bones of zero length, e.g. Rigify's pelvis) are glued to their
@@ -193,6 +197,7 @@ class Rig:
             binding._joint_models[key] = (found, BendLimits.learn(
                 skeleton, motion, zero, () if found is None else found.triples[:, 1]))
         self.hinges, self.limits = binding._joint_models[key]
+        self.trunk = _TrunkModel.learn(skeleton, motion, zero, rep, kids, H)
 
     def unbound_names(self):
         """{joint name: frames} of joints that followed the body rigidly for lack of descriptors."""
@@ -229,6 +234,8 @@ class Rig:
             self._follow_rigidly(targets, missing, b.motion[frames])
         if np.any(self.scale != 1.0):
             targets += self._morphology_shift(b.motion[frames], targets, affinity)
+        if self.trunk is not None and self.share_compression:
+            self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames])
         has = ~np.isnan(self.override)
         affinity[:, has] = self.override[has]
         return targets, affinity
@@ -381,6 +388,149 @@ class Collisions:
             idx = check[push]
             p[idx] += normal[push] * (want[push] - sd[push])[:, None]
         return p
+
+
+def _any_perpendicular(v):
+    helper = np.where(np.abs(v[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
+    return np.cross(v, helper)
+
+
+def _rotate(v, axis, angle):
+    """Rodrigues: vectors v (n,k,3) about unit axes (n,3) by angles (n,k)."""
+    a = axis[:, None, :]
+    c, s = np.cos(angle)[..., None], np.sin(angle)[..., None]
+    return v * c + np.cross(a, v) * s + a * np.einsum("nki,nki->nk", a.repeat(v.shape[1], 1), v)[..., None] * (1 - c)
+
+
+def _curl_to(shape, side, span, max_degrees=35.0, steps=24):
+    """Chain points (n,C,3) from its root, bent by the same angle at every inner joint about
+    ``side`` (n,3) so that the end lies ``span`` (n,) from the root (as close as the largest
+    bend allows). Bisection on the per-joint angle: the span shrinks as it grows."""
+    side = side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-300)
+    seg = np.diff(shape, axis=1)                                     # (n,C-1,3)
+    k = np.arange(seg.shape[1], dtype=float)[None]                  # joint k bends the segments after it
+
+    def bent(phi):
+        return np.concatenate([shape[:, :1], shape[:, :1] + np.cumsum(_rotate(seg, side, phi[:, None] * k), axis=1)],
+                              axis=1)
+
+    lo, hi = np.zeros(len(shape)), np.full(len(shape), np.radians(max_degrees))
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        too_long = np.linalg.norm(bent(mid)[:, -1] - shape[:, 0], axis=-1) > span
+        lo, hi = np.where(too_long, mid, lo), np.where(too_long, hi, mid)
+    return bent(hi)
+
+
+class _TrunkModel:
+    """Compression shared along the body the way a person ducks (product addition, issue
+    "human poses under large edits"; experimental: ``solver_options={"share_compression": True}``).
+
+    When the targets bring the head closer to the hips than ``TRUNK_KEEP`` of the source's
+    hips-to-head distance (a beam lowered over a walk), the descriptors alone would fold the
+    spine on itself. Instead the hips go down (the knees bend, up to ``HIPS_DROP_MAX`` body
+    heights, ``HIPS_SHARE`` of the shortfall) and back against the direction of travel (the
+    torso pitches forward, up to ``HIPS_BACK_MAX``), and the spine between keeps the
+    source's shape, swung onto the new hips-to-head line. Arms hanging from the spine are
+    carried along as far as their affinity lets them go. Everything is measured on the
+    targets and turned with the best-fit rotation of the source onto them, so a rigid edit
+    of the scene moves it rigidly; an unedited scene has no shortfall and is untouched.
+    """
+
+    def __init__(self, chain, below, up, forward, body_height):
+        self.chain, self.below, self.up, self.forward = chain, below, up, forward
+        self.body_height = body_height
+
+    @classmethod
+    def learn(cls, skeleton, motion, zero, rep, kids, body_height):
+        trunk = _trunk(skeleton, motion, zero, rep, kids)
+        root = next((j for j in skeleton.order.tolist() if trunk[j]), None)
+        if root is None:
+            return None
+        ends = [j for j in np.flatnonzero(trunk).tolist() if not any(trunk[c] for c in kids[j].tolist())]
+        med = np.median(motion, axis=0)
+        top = max(ends, key=lambda j: np.linalg.norm(med[j] - med[root]))
+        chain = [top]
+        while chain[-1] != root and skeleton.parents[chain[-1]] >= 0:
+            chain.append(int(rep[skeleton.parents[chain[-1]]]))
+        chain = np.array(chain[::-1], np.int64)
+        if len(chain) < 3 or chain[0] != root:
+            return None
+        up = np.median(motion[:, top] - motion[:, root], axis=0)
+        up /= max(np.linalg.norm(up), 1e-300)
+        # Which way to pitch: where the source leans its head, or with no clear lean the direction
+        # of travel (the root's velocity over about a third of a second, across the up axis).
+        v = np.gradient(motion[:, root], axis=0) if len(motion) > 1 else np.zeros((1, 3))
+        k = np.ones(9) / 9.0
+        v = np.stack([np.convolve(v[:, d], k, mode="same") for d in range(3)], axis=1)
+        v -= np.outer(v @ up, up)
+        speed = np.linalg.norm(v, axis=1, keepdims=True)
+        lean = motion[:, top] - motion[:, root]
+        lean -= np.outer(lean @ up, up)
+        lean_len = np.linalg.norm(lean, axis=1, keepdims=True)
+        lean = np.where(lean_len > C.TRAVEL_MIN_STEP * body_height, lean / np.maximum(lean_len, 1e-300), 0.0)
+        travel = np.where(speed > C.TRAVEL_MIN_STEP * body_height, v / np.maximum(speed, 1e-300), lean)
+        # A clear lean says where the body bends better than the hips' path (which may sway or step back).
+        forward = np.where(lean_len > C.LEAN_CLEAR * body_height, lean, travel)
+        # Joints carried by each spine joint: its subtree off the chain (not the legs below the root).
+        on = set(chain.tolist())
+        below = {}
+        for j in skeleton.order.tolist():
+            p = skeleton.parents[j]
+            if j in on or p < 0:
+                continue
+            a = int(rep[p]) if int(rep[p]) in on else below.get(int(p), (None,))[0]
+            if a is not None and a != root:
+                below[j] = (a,)
+        carried = {}
+        for j, (a,) in below.items():
+            carried.setdefault(a, []).append(j)
+        return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height)
+
+    def share_compression(self, motion, frames, targets, affinity, lengths):
+        chain, root, top = self.chain, self.chain[0], self.chain[-1]
+        H = self.body_height
+        s_len = np.linalg.norm(motion[:, top] - motion[:, root], axis=-1)
+        t_len = np.linalg.norm(targets[:, top] - targets[:, root], axis=-1)
+        want = C.TRUNK_KEEP * s_len
+        rows = np.flatnonzero(want - t_len > 1e-9 * np.maximum(s_len, 1e-300))
+        if not rows.size:
+            return
+        m, t = motion[rows], targets[rows]
+        cs, cd = m.mean(axis=1, keepdims=True), t.mean(axis=1, keepdims=True)
+        rot = kabsch(m - cs, t - cd)
+        down = -np.einsum("fij,j->fi", rot, self.up)
+        fwd = np.einsum("fij,fj->fi", rot, self.forward[frames[rows]])
+        deficit = want[rows] - t_len[rows]
+        drop = np.minimum(C.HIPS_SHARE * deficit, C.HIPS_DROP_MAX * H)
+        hips = t[:, root] + drop[:, None] * down
+        v = t[:, top] - hips
+        ff, vf = np.einsum("fi,fi->f", fwd, fwd), np.einsum("fi,fi->f", v, fwd)
+        c = np.einsum("fi,fi->f", v, v) - s_len[rows] ** 2       # room for the whole source spine
+        with np.errstate(invalid="ignore", divide="ignore"):
+            back = np.where(ff > 0.5, (-vf + np.sqrt(np.maximum(vf * vf - ff * c, 0.0))) / np.maximum(ff, 1e-300), 0.0)
+        back = np.clip(back, 0.0, C.HIPS_BACK_MAX * H)
+        hips = hips - back[:, None] * fwd
+        # The source's spine, turned with the body, curled forward evenly at every spine joint
+        # until it spans the new hips-to-head distance, then swung onto that line.
+        shape = np.einsum("fij,fkj->fki", rot, m[:, chain] - m[:, root:root + 1])
+        side = np.cross(-down, np.where(ff[:, None] > 0.5, fwd, _any_perpendicular(down)))
+        shape = _curl_to(shape, side, np.linalg.norm(t[:, top] - hips, axis=-1))
+        turn = swing(shape[:, -1], t[:, top] - hips)
+        new = hips[:, None] + np.einsum("fij,fkj->fki", turn, shape)
+        w = np.clip(deficit / (C.TRUNK_BLEND * H), 0.0, 1.0)[:, None]
+        w = w * w * (3 - 2 * w)                                   # smooth onset: no pop at the threshold
+        old = t[:, chain[:-1]].copy()
+        t[:, chain[:-1]] = (1 - w[..., None]) * old + w[..., None] * new[:, :-1]
+        moved = t[:, chain[:-1]] - old
+        for i, a in enumerate(chain[:-1].tolist()):
+            js = self.below.get(a)
+            if js is not None:
+                t[:, js] += moved[:, i:i + 1] * (1.0 - affinity[rows][:, js, None])
+        targets[rows] = t
+        # The posture is a decision, not a hint: the spine follows it as firmly as a contact.
+        a = affinity[rows][:, chain]
+        affinity[rows[:, None], chain[None]] = np.maximum(a, w * C.TRUNK_AFFINITY)
 
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,

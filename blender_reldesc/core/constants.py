@@ -105,3 +105,20 @@ SHORT_BONE_FRACTION = 0.45
 #: A leaf bone this long relative to its limb's longest bone is a limb segment, not a hand
 #: or toe bone: its tail (the wrist or ankle) is the effector.
 END_BONE_FRACTION = 0.75
+
+# --- compression shared along the body (product addition: a duck, not a folded spine) ---
+#: The head may come this close to the hips (fraction of the source distance) before the body ducks.
+TRUNK_KEEP = 0.9
+#: Share of the shortfall taken by lowering the hips (bending the knees).
+HIPS_SHARE = 0.5
+#: Largest hip drop and largest backward shift of the hips, in body heights.
+HIPS_DROP_MAX = 0.1
+HIPS_BACK_MAX = 0.3
+#: Affinity the spine's targets get while ducking (at least).
+TRUNK_AFFINITY = 0.6
+#: Shortfall (body heights) over which the ducking posture blends in.
+TRUNK_BLEND = 0.05
+#: Slowest travel (body heights per frame) that gives a direction to pitch towards.
+TRAVEL_MIN_STEP = 0.002
+#: A head this far (body heights) off the hips' vertical is a clear lean: the body pitches that way.
+LEAN_CLEAR = 0.05

@@ -292,7 +292,9 @@ class Bound:
         source played it (its keys are copied); identity for a root."""
         rig = self.rig
         out = np.broadcast_to(np.eye(4), pose.shape).copy()
-        for b in range(len(rig.names)):
+        inside = (rig.parents >= 0) & np.array([o is None for o in rig.outer])
+        out[:, inside] = pose[:, rig.parents[inside]]                  # the common case, in one go
+        for b in np.flatnonzero([o is not None for o in rig.outer]).tolist():
             out[:, b] = self._parent_of(b, pose, idx)
         return out
 

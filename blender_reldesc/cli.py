@@ -68,24 +68,21 @@ def build_parser(blender_command=False):
     return parser
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+def _positive(convert, what):
+    """An argparse type: ``convert(text)``, finite and > 0 (``what`` names it in the error)."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not 0 < value < float("inf"):                 # also rejects NaN
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
 
 
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive distance in metres, got {text}")
-    return value
+_positive_int = _positive(int, "a whole number")
+_positive_float = _positive(float, "a distance in metres")
 
 
 def _fail(message):

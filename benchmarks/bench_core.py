@@ -94,7 +94,7 @@ def run_scene(label, skel, motion, verts, tris, repeat):
 
 def proximity_speedup(binding, mesh, frames=40):
     """Grid + Newton on candidates vs. Newton against every triangle (brute force)."""
-    from blender_reldesc.core.proximity import CoverageIndex
+    from blender_reldesc.core.geometry import CoverageIndex
     motion = binding.motion[:frames]
     pts = motion.reshape(-1, 3)
     H = binding.body_height

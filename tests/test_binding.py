@@ -236,7 +236,7 @@ def test_sparse_static_path_agrees_with_per_frame_path(walk_scene, walk_binding)
 
 
 def test_coefficient_cache_budget_does_not_change_results(walk_scene, monkeypatch):
-    from blender_reldesc.core import descriptors
+    from blender_reldesc.core.descriptors import weights as descriptors
     skel, motion, mesh, _ = walk_scene
     full = adapt(bind(skel, motion, mesh), mesh.with_vertices(mesh.vertices * 1.1))
     monkeypatch.setattr(descriptors, "CACHE_ENTRIES", 1000)

@@ -7,7 +7,7 @@ from blender_reldesc.core import TriMesh, adapt, bind
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.contacts import (ContactError, adapt_with_contacts, contact_report, detect_contacts,
                                            find_limb, force_ellipsoid, force_profile, limb_jacobian)
-from blender_reldesc.core.proximity import Collider
+from blender_reldesc.core.geometry import Collider
 
 
 @pytest.fixture(scope="module")

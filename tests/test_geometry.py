@@ -5,8 +5,8 @@ from hypothesis import given, settings, strategies as st
 
 from blender_reldesc.core.geometry import (closest_point_on_triangles, normalize, project_to_coverage,
                                            vertex_normals)
-from blender_reldesc.core.proximity import CoverageIndex
-from blender_reldesc.core.spatial import BoxGrid
+from blender_reldesc.core.geometry import CoverageIndex
+from blender_reldesc.core.geometry import BoxGrid
 
 
 def _triangle_with_normals(rng, spread):

@@ -5,7 +5,7 @@ import numpy as np
 from blender_reldesc.core import Skeleton, TriMesh, bind
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.adaptation import Rig
-from blender_reldesc.core.solver import Warper, color_edges
+from blender_reldesc.core.solvers import Warper, color_edges
 
 
 def _leg_scene():

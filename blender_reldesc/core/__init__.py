@@ -11,10 +11,10 @@ tolerance scale with the motion), quaternions (w, x, y, z).
 """
 
 from .adaptation import AdaptResult, LiveSession, adapt
-from .binding import Binding, bind, measure_body_height
+from .descriptors import Binding, bind, measure_body_height
 from .errors import (BindingError, Cancelled, InputError, MeshError, RelDescError, SkeletonError,
                      TopologyError)
-from .mesh import TriMesh
+from .geometry import TriMesh
 from .skeleton.rotations import recover_rotations
 from .skeleton import Skeleton
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import constants as C
-from .binding import Binding, _check_mesh_frames
+from .descriptors.binding import Binding, _check_mesh_frames
 from .errors import InputError, TopologyError
-from .mesh import TriMesh
-from .proximity import Collider
+from .geometry import TriMesh
+from .geometry import Collider
 from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives,
                               zero_length)
 from .skeleton.joints import _trunk
 from .skeleton.rotations import kabsch, swing
-from .solver import Warper
+from .solvers import Warper
 
 
 @dataclass
@@ -552,7 +552,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         barycentric coordinates.
     pins : None or (F,J,3) float, positional constraints, NaN where free.
     collisions : push joints out of the environment along the closest normal.
-    solver_options : optional dict of ``solver.Warper`` settings (substeps,
+    solver_options : optional dict of ``solvers.Warper`` settings (substeps,
         iterations, final_iterations, feed_forward).
     progress : optional callable ``(done, total)``; returning False cancels.
     hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found

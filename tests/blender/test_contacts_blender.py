@@ -49,7 +49,7 @@ def test_moving_a_stone_far_away_repositions_the_foot():
     bound = jobs.Bound(arm)
     verts = bound.read_environment(scene)
     mesh = bound.binding.mesh.with_vertices(verts)
-    from blender_reldesc.core.proximity import Collider
+    from blender_reldesc.core.geometry import Collider
     collider = Collider(verts, mesh.normals(), mesh.triangles, mesh.valid, 1.0)
     i = [b.name for b in arm.data.bones].index("LeftFoot")
     mid = (moved["start"] + moved["end"]) // 2

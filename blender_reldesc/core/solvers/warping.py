@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constants as C
-from .errors import Cancelled
+from .. import constants as C
+from ..errors import Cancelled
 
 
 def color_edges(edges, joint_count):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constants as C
-from .geometry import closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage
+from .. import constants as C
+from .triangles import closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage
 from .spatial import BoxGrid
 
 

@@ -6,8 +6,8 @@ import heapq
 
 import numpy as np
 
-from . import constants as C
-from .proximity import mesh_graph
+from .. import constants as C
+from ..geometry.proximity import mesh_graph
 
 
 class GeodesicSampler:

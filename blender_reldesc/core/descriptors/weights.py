@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from . import constants as C
-from .geometry import descriptor_frames, dot
+from .. import constants as C
+from ..geometry.triangles import descriptor_frames, dot
 
 #: Frames per block of the coefficient table.
 BLOCK_FRAMES = 128

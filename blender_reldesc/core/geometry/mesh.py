@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constants as C
-from .errors import MeshError
-from .geometry import vertex_normals
+from .. import constants as C
+from ..errors import MeshError
+from .triangles import vertex_normals
 
 
 def _check_vertices(vertices, what="vertices"):

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import RelDescError
-from .geometry import normalize
-from .proximity import Collider
-from .skeleton.joints import limb_effectors
+from ..errors import RelDescError
+from ..geometry import normalize
+from ..geometry.proximity import Collider
+from ..skeleton.joints import limb_effectors
 
 FRICTION = 0.7
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
@@ -507,7 +507,7 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
     are reported ``unresolved``.
     """
-    from .adaptation import adapt
+    from ..adaptation import adapt
     phases = detect_contacts(binding, effectors, distance, speed, friction=friction, fps=fps)
     user_pins = options.pop("pins", None)
     result = adapt(binding, mesh, pins=user_pins, **options)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import constants as C
-from .descriptors import CoefficientCache, Coefficients, reconstruct
-from .errors import BindingError, Cancelled, InputError, SkeletonError
-from .mesh import TriMesh
-from .proximity import CoverageIndex
+from .. import constants as C
+from .weights import CoefficientCache, Coefficients, reconstruct
+from ..errors import BindingError, Cancelled, InputError, SkeletonError
+from ..geometry.mesh import TriMesh
+from ..geometry.proximity import CoverageIndex
 from .sampling import GeodesicSampler
-from .skeleton import Skeleton
+from ..skeleton import Skeleton
 
 FORMAT_VERSION = 1
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constants as C
+from .. import constants as C
 
 
 def dot(a, b):

@@ -155,7 +155,8 @@ def lower_beam(beam, drop=0.3):
 
 
 def add_stick_figure(arm, radius=0.035):
-    """Visible bones for rendering: a cylinder per bone, parented to it."""
+    """A body that reads as a person for rendering: a capsule per bone (a cylinder with a
+    sphere at each joint), thicker on the trunk and thighs, and a head."""
     coll = bpy.data.collections.new("Figure")
     bpy.context.scene.collection.children.link(coll)
     mat = bpy.data.materials.new("Figure")
@@ -164,22 +165,55 @@ def add_stick_figure(arm, radius=0.035):
     bsdf = mat.node_tree.nodes.get("Principled BSDF")
     if bsdf is not None:
         bsdf.inputs["Base Color"].default_value = (0.85, 0.35, 0.15, 1.0)
-    for bone in arm.data.bones:
-        bpy.ops.mesh.primitive_cylinder_add(vertices=12, radius=radius, depth=bone.length)
+
+    def part(op, name, bone, location, rotation=(0.0, 0.0, 0.0), **size):
+        op(**size)
         ob = bpy.context.active_object
         for c in ob.users_collection:
             c.objects.unlink(ob)
         coll.objects.link(ob)
         ob.data.materials.append(mat)
-        ob.name = f"Figure.{bone.name}"
+        ob.name = f"Figure.{name}"
         ob.parent = arm
         ob.parent_type = 'BONE'
         ob.parent_bone = bone.name
         # Bone parenting puts the child at the bone's tail, y along the bone.
         ob.matrix_parent_inverse.identity()
-        ob.location = (0.0, -bone.length / 2, 0.0)
-        ob.rotation_euler = (np.pi / 2, 0.0, 0.0)
+        ob.location = location
+        ob.rotation_euler = rotation
+        return ob
+
+    thick = ("Hips", "Spine", "Spine1", "Spine2", "UpLeg")
+    for bone in arm.data.bones:
+        r = radius * (1.8 if any(bone.name.endswith(t) or bone.name == t for t in thick) else 1.0)
+        part(bpy.ops.mesh.primitive_cylinder_add, bone.name, bone, (0.0, -bone.length / 2, 0.0),
+             (np.pi / 2, 0.0, 0.0), vertices=16, radius=r, depth=bone.length)
+        part(bpy.ops.mesh.primitive_uv_sphere_add, bone.name + ".joint", bone, (0.0, -bone.length, 0.0),
+             segments=16, ring_count=8, radius=r)
+        if bone.name == "Head":
+            part(bpy.ops.mesh.primitive_uv_sphere_add, "Head.skull", bone, (0.0, 0.02, 0.02),
+                 segments=24, ring_count=12, radius=0.11)
     return coll
+
+
+def _label(scene, cam, text):
+    """A caption at the top of the camera's view (rendered with the scene)."""
+    curve = bpy.data.curves.new("Label", 'FONT')
+    curve.body = text
+    curve.size = 0.055
+    curve.align_x = 'CENTER'
+    ob = bpy.data.objects.new("Label", curve)
+    mat = bpy.data.materials.new("Label")
+    mat.use_nodes = True
+    out = mat.node_tree.nodes.get("Material Output")
+    emit = mat.node_tree.nodes.new("ShaderNodeEmission")
+    emit.inputs["Strength"].default_value = 1.0
+    mat.node_tree.links.new(emit.outputs["Emission"], out.inputs["Surface"])
+    curve.materials.append(mat)
+    scene.collection.objects.link(ob)
+    ob.parent = cam
+    ob.location = (0.0, 0.27, -1.0)                    # camera space: in front, near the top edge
+    return ob
 
 
 def _render(scene, path):
@@ -196,7 +230,9 @@ def render_before_after(scene, arm, source, adapted, frame, path):
     cam_data = bpy.data.cameras.new("Camera")
     cam = bpy.data.objects.new("Camera", cam_data)
     scene.collection.objects.link(cam)
-    cam.location = (BEAM_X - 0.3, -5.5, 1.3)
+    # Wide enough for the lowered beam and the bent stretch of the bridge behind it.
+    cam_data.lens = 35
+    cam.location = (BEAM_X + 1.6, -7.8, 1.15)
     cam.rotation_euler = (np.radians(88), 0.0, 0.0)
     scene.camera = cam
     sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
@@ -208,15 +244,18 @@ def render_before_after(scene, arm, source, adapted, frame, path):
     scene.render.engine = 'CYCLES'
     scene.cycles.samples = 16
     scene.cycles.device = 'CPU'
-    scene.render.resolution_x, scene.render.resolution_y = 480, 360
+    scene.render.resolution_x, scene.render.resolution_y = 640, 420
     scene.render.image_settings.file_format = 'PNG'
     halves = []
-    for action, tag in ((source, "before"), (adapted, "after")):
+    for action, tag, text in ((source, "before", "Before: source motion in the edited scene"),
+                              (adapted, "after", "After: adapted")):
         adapter.assign_action(arm, action)
         arm.animation_data.action_slot = action.slots[0]
         scene.frame_set(frame)
+        label = _label(scene, cam, text)
         p = os.path.splitext(path)[0] + f"_{tag}.png"
         _render(scene, p)
+        bpy.data.objects.remove(label)
         img = bpy.data.images.load(p)
         px = np.empty(img.size[0] * img.size[1] * 4, np.float32)
         img.pixels.foreach_get(px)

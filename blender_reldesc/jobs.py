@@ -469,8 +469,9 @@ class BakeJob:
     label = "bake"
 
     def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None,
-                 options=None):
+                 options=None, solver_options=None):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
+        self.solver_options = solver_options
         self.contact_overrides = contacts
         if reposition_contacts is None:
             reposition_contacts = bool(getattr(getattr(scene, "reldesc", None), "reposition_contacts", False))
@@ -516,7 +517,7 @@ class BakeJob:
     def compute(self, progress=None):
         t0 = time.perf_counter()
         options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress,
-                       bone_lengths=self.bone_lengths, hinges=self.hinges)
+                       bone_lengths=self.bone_lengths, hinges=self.hinges, solver_options=self.solver_options)
         self.outcomes = None
         try:
             self.result, self.outcomes = contacts_outcomes(self.bound, self.mesh, self.flags,

@@ -87,12 +87,11 @@ class Rig:
     tails: np.ndarray            # (B,3) Bone.tail_local
     connected: np.ndarray        # (B,) bool
     rotation_modes: list         # PoseBone.rotation_mode per bone
-    order: np.ndarray            # parents-first bone order
+    order: np.ndarray            # parents-first in Blender's hierarchy (for keys and forward kinematics)
     index: np.ndarray = None     # (B,) each bone's index in the armature (all bones: arange)
     outer: list = None           # (B,) name of the bone's Blender parent when it is outside the set, else None
     local: np.ndarray = None     # (B,4,4) rest relative to the Blender parent (the rest itself for a root)
     anchors: dict = None         # {outside parent: nearest bone of the set above it, or -1}
-    blender_order: np.ndarray = None   # parents-first in Blender's hierarchy (outside bones included)
 
     @property
     def outer_names(self):
@@ -129,9 +128,8 @@ def read_rig(arm):
     local = rest.copy()
     child = parents >= 0
     local[child] = np.linalg.inv(rest[parents[child]]) @ rest[child]
-    order = _depth_order(parents)
-    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, order,
-               np.arange(B), [None] * B, local, {}, order)
+    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, _depth_order(parents),
+               np.arange(B), [None] * B, local, {})
 
 
 #: Bone sets for the descriptors (besides the name of a bone collection).
@@ -221,10 +219,9 @@ def select_bones(arm, rig, bone_set):
         while p >= 0 and p not in pos:
             p = int(rig.parents[p])
         anchors[name] = pos[p] if p >= 0 else -1
-    blender_order = np.array([pos[b] for b in rig.order.tolist() if b in pos], np.int64)
+    order = np.array([pos[b] for b in rig.order.tolist() if b in pos], np.int64)
     return Rig(names, parents, rig.rest[keep], rig.tails[keep], connected,
-               [rig.rotation_modes[b] for b in keep.tolist()], _depth_order(parents), keep, outer, rig.local[keep],
-               anchors, blender_order)
+               [rig.rotation_modes[b] for b in keep.tolist()], order, keep, outer, rig.local[keep], anchors)
 
 
 def read_pose(arm):
@@ -480,15 +477,17 @@ def clear_binding(arm):
 # --- writing keyframes --------------------------------------------------------------
 
 def _channelbag(action, arm):
+    """A new slot for ``arm`` in ``action`` and its channelbag."""
     slot = action.slots.new(id_type='OBJECT', name=arm.name)
-    try:
-        from bpy_extras import anim_utils
-        bag = anim_utils.action_ensure_channelbag_for_slot(action, slot)
-    except (ImportError, AttributeError):                  # Blender 4.4 / 4.5
-        layer = action.layers[0] if action.layers else action.layers.new("Layer")
-        strip = layer.strips[0] if layer.strips else layer.strips.new(type='KEYFRAME')
-        bag = strip.channelbag(slot, ensure=True)
-    return slot, bag
+    return slot, _ensure_bag(action, slot)
+
+
+def _release(arm, name, keep=None):
+    """Remove action ``name`` when nothing but ``arm`` uses it (and it is not ``keep``), so a new
+    action can take the name; otherwise it stays and Blender numbers the new one ``.001``."""
+    old = bpy.data.actions.get(name)
+    if old is not None and old != keep and other_users(arm, old) == 0:
+        bpy.data.actions.remove(old)
 
 
 def _new_fcurve(bag, path, index, group):
@@ -519,31 +518,16 @@ def write_action(arm, name, frames, rig, channels):
         of 'location', 'rotation_quaternion', 'rotation_euler',
         'rotation_axis_angle'. Keys are linear, one per frame.
     """
-    old = bpy.data.actions.get(name)
-    if old is not None and other_users(arm, old) == 0:
-        bpy.data.actions.remove(old)
+    _release(arm, name)
     action = bpy.data.actions.new(name)                      # "<name>.001", ... while the old one is kept
     slot, bag = _channelbag(action, arm)
-    frames = np.asarray(frames, dtype=np.float32)
-    F = len(frames)
-    linear = np.full(F, 1, np.int32)                         # 'LINEAR'
-    co = np.empty((F, 2), np.float32)
-    co[:, 0] = frames
+    frames = np.asarray(frames, dtype=float)
     for b, prop, values in channels:
         bone = rig.names[b]
         path = f'pose.bones["{bpy.utils.escape_identifier(bone)}"].{prop}'
         for k in range(values.shape[1]):
-            fc = _new_fcurve(bag, path, k, bone)
-            kp = fc.keyframe_points
-            kp.add(F)
-            co[:, 1] = values[:, k]
-            kp.foreach_set("co", co.ravel())
-            kp.foreach_set("interpolation", linear)
-            fc.update()
-    if arm.animation_data is None:
-        arm.animation_data_create()
-    arm.animation_data.action = action
-    arm.animation_data.action_slot = slot
+            _fill(_new_fcurve(bag, path, k, bone), _curve_keys(Curve(path, k, bone, frames, values[:, k])))
+    assign(arm, action, slot)
     return action
 
 
@@ -632,6 +616,7 @@ class Curve:
     interpolation: str = "LINEAR"         # 'LINEAR', 'BEZIER' or 'CONSTANT'
     left: np.ndarray = None
     right: np.ndarray = None
+    influence: float = None               # a constraint bypass: the influence it had
 
 
 _INTERPOLATION = {"CONSTANT": 0, "LINEAR": 1, "BEZIER": 2}
@@ -696,23 +681,18 @@ def write_adapted(arm, source, name, curves, frame_range):
     it; otherwise the new one is ``<name>.001`` (compare names to say so). Returns
     ``(action, slot)``; nothing is assigned.
     """
-    old = bpy.data.actions.get(name)
-    if old is not None and old != source and other_users(arm, old) == 0:
-        bpy.data.actions.remove(old)
+    _release(arm, name, keep=source)
     source_slot = armature_slot(arm, source)
     action = source.copy()
     action.name = name
     action.use_fake_user = False
-    if source_slot is not None:
-        for slot in [s for s in action.slots if s.handle != source_slot.handle]:
-            action.slots.remove(slot)
+    if source_slot is None:
+        slot, _ = _channelbag(action, arm)
+    else:
+        for other in [s for s in action.slots if s.handle != source_slot.handle]:
+            action.slots.remove(other)
         slot = next(s for s in action.slots if s.handle == source_slot.handle)
-    else:
-        slot = None
-    if slot is None or _bag(action, slot) is None:
-        slot, bag = _channelbag(action, arm) if slot is None else (slot, _ensure_bag(action, slot))
-    else:
-        bag = _bag(action, slot)
+        _ensure_bag(action, slot)
     write_curves(action, slot, curves, frame_range)
     return action, slot
 
@@ -805,9 +785,8 @@ def constraint_bypass_curves(arm, bone_names, frame):
                 continue
             path = (f'pose.bones["{bpy.utils.escape_identifier(name)}"].constraints'
                     f'["{bpy.utils.escape_identifier(con.name)}"].influence')
-            curve = Curve(path, 0, name, np.array([float(frame)]), np.zeros(1), "CONSTANT")
-            curve.influence = float(con.influence)
-            curves.append(curve)
+            curves.append(Curve(path, 0, name, np.array([float(frame)]), np.zeros(1), "CONSTANT",
+                                influence=float(con.influence)))
             bones.add(name)
     return curves, sorted(bones)
 
@@ -826,7 +805,7 @@ def remember_bypass(arm, source, curves):
     bag = _bag(source, slot) if slot is not None else None
     restore = {}
     for c in curves:
-        if hasattr(c, "influence"):
+        if c.influence is not None:
             restore[f"{c.path}:0"] = c.influence
         elif bag is None or bag.fcurves.find(c.path, index=c.index) is None:
             default = _DEFAULTS[c.path.rsplit(".", 1)[1]]
@@ -872,12 +851,8 @@ def _slot_fcurves(arm, action):
     slot = arm.animation_data.action_slot if arm.animation_data else None
     if slot is None:
         return list(_fcurves(action))
-    for layer in getattr(action, "layers", ()):
-        for strip in layer.strips:
-            bag = strip.channelbag(slot) if hasattr(strip, "channelbag") else None
-            if bag is not None:
-                return list(bag.fcurves)
-    return []
+    bag = _bag(action, slot)
+    return list(bag.fcurves) if bag is not None else []
 
 
 def fk_blockers(arm, action):

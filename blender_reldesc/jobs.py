@@ -19,7 +19,8 @@ from . import adapter
 from .adapter import SceneError
 from .core import Binding, TriMesh, adapt, bind
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
-from .core.keys import INTERPOLATIONS, Channels, bezier_handles, euler_compatible, reduce_keys, rotation_matrices
+from .core.keys import (INTERPOLATIONS, Channels, bezier_handles, euler_compatible, play, reduce_keys,
+                        rotation_matrices)
 from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, euler_from_quat, joint_layout,
                                      polar, primary_children, rotation_scale, sign_continuous, split_basis)
 from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
@@ -259,8 +260,8 @@ class Bound:
         return np.linalg.inv(self.rig.local)[None] @ np.linalg.inv(self.parent_pose(new, idx)) @ new
 
     def keyable_basis(self, positions, frames=None):
-        """(rotation (F,B,3,3), scale (F,B,3), location (F,B,3)) to key, parents first, each bone
-        relative to its parent *as the keys will play it*.
+        """(rotation (F,B,3,3), scale (F,B,3), location (F,B,3), played pose (F,B,4,4)) to key,
+        parents first, each bone relative to its parent *as the keys will play it*.
 
         A pose from constraints may carry shear (Stretch To with volume preservation, inherited
         non-uniform scale) that keys cannot hold; keying each bone against the parent Blender
@@ -274,7 +275,7 @@ class Bound:
         F, B = new.shape[:2]
         rot, scale, loc = np.empty((F, B, 3, 3)), np.empty((F, B, 3)), np.empty((F, B, 3))
         inv_local = np.linalg.inv(rig.local)
-        for b in rig.blender_order.tolist():
+        for b in rig.order.tolist():
             parent = self._parent_of(b, played, idx)
             basis = inv_local[b] @ np.linalg.inv(parent) @ new[:, b]
             rot[:, b], scale[:, b] = rotation_scale(basis[:, :3, :3])
@@ -283,8 +284,7 @@ class Bound:
             keyed[:, :3, :3] = rot[:, b] * scale[:, b, None, :]
             keyed[:, :3, 3] = loc[:, b]
             played[:, b] = parent @ rig.local[b] @ keyed
-        self._played_pose = played
-        return rot, scale, loc
+        return rot, scale, loc, played
 
     def parent_pose(self, pose, idx=slice(None)):
         """(F,B,4,4) pose of each bone's Blender parent: a bound bone's from ``pose``; an outside
@@ -312,11 +312,10 @@ class Bound:
 
     played_outer = None
 
-    def outer_world(self, idx):
-        """(F,O,4,4) the outside parents as predicted for the adapted keys (armature space)."""
+    def outer_world(self, played, idx):
+        """(F,O,4,4) the outside parents as predicted for the bound bones' ``played`` pose."""
         rig = self.rig
         out = np.empty((len(idx), len(rig.outer_names), 4, 4))
-        played = self._played_pose
         for i, name in enumerate(rig.outer_names):
             a = rig.anchors[name]
             out[:, i] = self.outer_pose[idx, i] if a < 0 else played[:, a] @ self.outer_pose[idx, i]
@@ -332,7 +331,7 @@ class Bound:
         """World joints (F,J,3) of basis matrices (F,B,4,4): forward kinematics as Blender plays them."""
         rig = self.rig
         pose = np.empty_like(basis)
-        for b in rig.blender_order.tolist():
+        for b in rig.order.tolist():
             pose[:, b] = self._parent_of(b, pose, idx) @ rig.local[b] @ basis[:, b]
         leaves = np.flatnonzero(self.tail_joint >= 0)
         length = np.linalg.norm(rig.tails - rig.rest[:, :3, 3], axis=-1)
@@ -541,7 +540,7 @@ class BakeJob:
     def _plan_keys(self):
         """Curves to write and what they cost and lose: pure numpy (runs on the worker thread)."""
         bound, opt, idx = self.bound, self.options, np.flatnonzero(self.baked)
-        rot, scale, locs = bound.keyable_basis(self.result.positions[idx], idx)
+        rot, scale, locs, played_pose = bound.keyable_basis(self.result.positions[idx], idx)
         quats = sign_continuous(quat_from_matrix(rot))
         frames = bound.frames[idx]
         groups, kept = [], 0
@@ -604,16 +603,18 @@ class BakeJob:
                                           opt.interpolation)
         else:
             keys = [np.flatnonzero(candidates)] * len(groups)
-            played = [_played(ch, k, opt.interpolation) for ch, k in zip(channels, keys)]
+            played = [play(ch, k, opt.interpolation) for ch, k in zip(channels, keys)]
             deviation = np.linalg.norm(joints_of(played) - reference, axis=-1) if groups else np.zeros((1, 1))
         curves = []
         for (b, kind, path, ch), k in zip(groups, keys):
-            slopes = ch.slopes()[k]
-            left, right = bezier_handles(frames[k], ch.values[k], slopes)
+            left = right = [None] * ch.values.shape[1]
+            if opt.interpolation == "BEZIER":
+                left, right = (h.swapaxes(0, 1) for h in bezier_handles(frames[k], ch.values[k], ch.slopes()[k]))
             for c in range(ch.values.shape[1]):
                 curves.append(adapter.Curve(path, c, bound.rig.names[b], frames[k].astype(float), ch.values[k, c],
-                                            opt.interpolation, left[:, c], right[:, c]))
-        return dict(curves=curves, kept=kept, deviation=float(deviation.max()) if deviation.size else 0.0,
+                                            opt.interpolation, left[c], right[c]))
+        return dict(curves=curves, kept=kept, played=played_pose,
+                    deviation=float(deviation.max()) if deviation.size else 0.0,
                     per_frame=sum(ch.values.shape[1] for ch in channels) * len(idx),
                     keys=int(sum(len(c.frames) for c in curves)))
 
@@ -676,7 +677,7 @@ class BakeJob:
             return
         idx = np.flatnonzero(self.baked)
         played = adapter.read_bone_matrices(self.scene, self.arm, bound.frames[idx], bound.rig.outer_names)
-        predicted = bound.outer_world(idx)
+        predicted = bound.outer_world(self.plan["played"], idx)
         if np.abs(played - predicted).max() <= 1e-7:
             return
         bound.use_played_outer(played, idx)
@@ -687,12 +688,6 @@ class BakeJob:
         self.read()
         self.compute(progress or _print_progress(self.label))
         return self.write()
-
-
-def _played(channels, keys, interpolation):
-    from .core.keys import evaluate
-    frames = np.arange(len(channels.values), dtype=float)
-    return evaluate(frames[keys], channels.values[keys], channels.slopes()[keys], frames, interpolation)
 
 
 def _descendants(skeleton):

@@ -18,9 +18,8 @@ from .descriptors.binding import Binding, _check_mesh_frames
 from .errors import InputError, TopologyError
 from .geometry import TriMesh
 from .geometry import Collider
-from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives,
+from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives, trunk_mask,
                               zero_length)
-from .skeleton.joints import _trunk
 from .skeleton.rotations import kabsch, swing
 from .solvers import Warper
 
@@ -443,7 +442,7 @@ class _TrunkModel:
 
     @classmethod
     def learn(cls, skeleton, motion, zero, rep, kids, body_height):
-        trunk = _trunk(skeleton, motion, zero, rep, kids)
+        trunk = trunk_mask(skeleton, motion, zero, rep, kids)
         root = next((j for j in skeleton.order.tolist() if trunk[j]), None)
         if root is None:
             return None

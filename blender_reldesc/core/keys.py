@@ -120,6 +120,12 @@ def _play(channels, keys, slopes, frames, interpolation):
     return evaluate(frames[keys], channels.values[keys], slopes[keys], frames, interpolation)
 
 
+def play(channels, keys, interpolation="LINEAR"):
+    """(F,k) what keys at frame indices ``keys`` play back on every dense frame of ``channels``."""
+    frames = np.arange(len(channels.values), dtype=float)
+    return _play(channels, keys, channels.slopes(), frames, interpolation)
+
+
 def _split_intervals(keys, err, eligible, tol):
     """Frames to add: in each interval between keys, the eligible frame of largest error above tol."""
     bad = (err > tol) & eligible

@@ -252,7 +252,7 @@ def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids, memo):
     return float(np.linalg.norm(m.mean(axis=0))) >= C.HINGE_COHERENCE
 
 
-def _trunk(skeleton, motion, zero, rep, kids):
+def trunk_mask(skeleton, motion, zero, rep, kids):
     """(J,) bool: the spine, neck and head: joints with a branch point below them, and from
     each branch point the child chain that continues the bone above it most closely."""
     J = len(skeleton)
@@ -305,7 +305,7 @@ class BendLimits:
         rep = representatives(skeleton, zero)
         kids = effective_children(skeleton, zero)
         hinge_joints = set(int(h) for h in hinge_joints)
-        trunk = _trunk(skeleton, motion, zero, rep, kids)
+        trunk = trunk_mask(skeleton, motion, zero, rep, kids)
         pairs, joint, limit = [], [], []
         for k in range(len(skeleton)):
             p = skeleton.parents[k]
@@ -386,7 +386,7 @@ def limb_effectors(skeleton, motion, body_height):
     for j in skeleton.order.tolist():
         p = parent[j]
         folded[j] = p >= 0 and (extremity[p] or folded[p])
-    trunk = _trunk(skeleton, motion, zero, rep, [np.zeros(0, np.int64) if x else k
+    trunk = trunk_mask(skeleton, motion, zero, rep, [np.zeros(0, np.int64) if x else k
                                                  for x, k in zip(extremity, limb)])
     out = set()
     for e in range(J):

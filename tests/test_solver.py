@@ -11,7 +11,7 @@ from blender_reldesc.core.solvers import Warper, color_edges
 def _leg_scene():
     names = ["Pelvis", "LeftUpLeg", "LeftLeg", "LeftFoot", "RightUpLeg"]
     parents = [-1, 0, 1, 2, 0]
-    pose = np.array([[0, 0, 1.0], [0, 0.1, 0.95], [0.1, 0.1, 0.52], [0, 0.1, 0.1], [0, -0.1, 0.95]])
+    pose = np.array([[0, 0, 1.0], [0, 0.1, 0.95], [0.15, 0.1, 0.52], [0, 0.1, 0.1], [0, -0.1, 0.95]])   # knee bent 39°
     motion = np.repeat(pose[None], 3, axis=0)
     mesh = TriMesh(*S.grid(2, 2, 4, 4, origin=(-1, -1)))
     return bind(Skeleton(names, parents), motion, mesh, body_height=1.0), motion

@@ -148,9 +148,8 @@ class Rig:
                 raise InputError("pins contain inf; use NaN for free joints")
         self.pins = pins
         self.solver_options = dict(solver_options or {})
-        # Experimental, off by default: on the real walk it keeps the chest 18 cm above the hips
-        # but passes a 4-frame jump of the head's target into the legs (see RESULTS.md).
-        self.share_compression = bool(self.solver_options.pop("share_compression", False))
+        # Ducking (on by default; ``share_compression=False`` gives the descriptors' targets alone).
+        self.share_compression = bool(self.solver_options.pop("share_compression", True))
         self.unbound = {}
 
         # Coincident joints (bones of zero length, e.g. Rigify's pelvis) are glued to their
@@ -192,11 +191,15 @@ class Rig:
         # (contact rounds, re-bakes, live sessions) do not learn them again.
         key = tuple(sorted(modes.items()))
         if key not in binding._joint_models:
+            trunk = _TrunkModel.learn(skeleton, motion, zero, rep, kids, H)
             found = Hinges.detect(skeleton, motion, zero, modes)
-            binding._joint_models[key] = (found, BendLimits.learn(
-                skeleton, motion, zero, () if found is None else found.triples[:, 1]))
-        self.hinges, self.limits = binding._joint_models[key]
-        self.trunk = _TrunkModel.learn(skeleton, motion, zero, rep, kids, H)
+            # Knees may bend as far as hinges even where the clip holds them straight (no hinge
+            # found): a duck or a raised floor folds them further than the clip ever does.
+            free = set() if found is None else set(found.triples[:, 1].tolist())
+            if trunk is not None and trunk.legs is not None:
+                free |= {knee for _, knee, _ in trunk.legs[4] if modes.get(knee) != "OFF"}
+            binding._joint_models[key] = (found, BendLimits.learn(skeleton, motion, zero, sorted(free)), trunk)
+        self.hinges, self.limits, self.trunk = binding._joint_models[key]
 
     def unbound_names(self):
         """{joint name: frames} of joints that followed the body rigidly for lack of descriptors."""
@@ -389,6 +392,87 @@ class Collisions:
         return p
 
 
+def _legs(skeleton, motion, chain, rep, kids, up):
+    """The legs below the trunk's root, or None.
+
+    Returns (feet (L,), reach (L,), paths, along (L,), legs): feet are the joints hanging below
+    the root off the chain at least ``FOOT_PATH_FRACTION`` of the longest leg path from it
+    (ankles and toes, not knees); reach, how far from the root the source ever holds each;
+    paths and along, the bones from the root to each and their source length (to scale the
+    reach with new lengths); legs, (hip joint, knee, ankle) per leg: the ankle is a leg's first
+    foot joint, the knee the joint halfway down the bones from the hip joint to it."""
+    root = chain[0]
+    on = set(chain.tolist())
+    height = np.einsum("fjd,d->fj", motion, up)
+    joints, paths = [], []
+    stack = [(int(c), [int(c)]) for c in kids[root].tolist() if int(c) not in on]
+    while stack:
+        j, path = stack.pop()
+        if np.median(height[:, j]) < np.median(height[:, root]):
+            joints.append(j)
+            paths.append(path)
+        stack += [(int(c), path + [int(c)]) for c in kids[j].tolist()]
+    if not joints:
+        return None
+    bones = skeleton.bone_lengths(motion)                                             # (F,J)
+    along = np.array([bones[:, p].sum(axis=1).mean() for p in paths])
+    feet = along >= C.FOOT_PATH_FRACTION * along.max()            # ankles and toes; knees will move
+    joints = np.array(joints, np.int64)[feet]
+    paths, along = [p for p, keep in zip(paths, feet) if keep], along[feet]
+    reach = np.linalg.norm(motion[:, joints] - motion[:, root:root + 1], axis=-1).max(axis=0)
+    mean = bones.mean(axis=0)
+    legs = []
+    for j, path in zip(joints.tolist(), paths):
+        if len(path) < 3 or any(path[-1] != q[-1] and q == path[:len(q)] for q in paths):
+            continue
+        run = np.cumsum(mean[path[1:]])
+        at = 1 + int(np.argmin(np.abs(run[:-1] - run[-1] / 2)))
+        legs.append((path[0], path[at], j))
+    return joints, reach, paths, along, legs
+
+
+def _facing(skeleton, motion, chain, rep, kids, up, body_height):
+    """(F,3) unit horizontal direction the body faces, continuous over the clip.
+
+    The lateral axis is the widest pair of limb roots hanging off the trunk (the hip joints,
+    or the shoulders when they are wider), which move rigidly with the pelvis or the chest;
+    forward is across it. One sign for the whole clip, voted by the direction of travel, the
+    head's lean and the feet (leaf joints below the trunk's root, ahead of their parents), so
+    a body that stands still or sways never flips its facing from one frame to the next.
+    """
+    on = set(chain.tolist())
+    roots = [int(c) for a in chain.tolist() for c in kids[a].tolist() if int(c) not in on]
+    flat = motion - np.einsum("fjd,d->fj", motion, up)[..., None] * up
+    med = np.median(flat, axis=0)
+    pairs = [(a, b) for i, a in enumerate(roots) for b in roots[i + 1:]]
+    if not pairs:
+        return np.zeros((len(motion), 3))
+    a, b = max(pairs, key=lambda ab: np.linalg.norm(med[ab[0]] - med[ab[1]]))
+    if np.linalg.norm(med[a] - med[b]) < C.TRAVEL_MIN_STEP * body_height:
+        return np.zeros((len(motion), 3))
+    fwd = np.cross(up, flat[:, a] - flat[:, b])
+    fwd /= np.maximum(np.linalg.norm(fwd, axis=1, keepdims=True), 1e-300)
+
+    def unit(v):
+        n = np.linalg.norm(v, axis=-1, keepdims=True)
+        return np.where(n > C.TRAVEL_MIN_STEP * body_height, v / np.maximum(n, 1e-300), 0.0)
+
+    root, top = chain[0], chain[-1]
+    F = len(motion)
+    step = np.zeros_like(flat[:, root])
+    if F > 2:
+        k = min(8, F // 2)                                 # about a quarter second of travel
+        step[k:-k] = flat[2 * k:, root] - flat[:-2 * k, root]
+    vote = np.einsum("fd,fd->", fwd, unit(step)) / F
+    vote += np.einsum("fd,fd->", fwd, unit(flat[:, top] - flat[:, root])) / F
+    height = np.einsum("fjd,d->fj", motion, up)
+    below = [j for j in range(len(skeleton)) if skeleton.parents[j] >= 0 and not len(kids[j])
+             and np.median(height[:, j]) < np.median(height[:, root])]
+    for j in below:
+        vote += np.einsum("fd,fd->", fwd, unit(flat[:, j] - flat[:, rep[skeleton.parents[j]]])) / F
+    return fwd if vote >= 0 else -fwd
+
+
 def _any_perpendicular(v):
     helper = np.where(np.abs(v[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
     return np.cross(v, helper)
@@ -401,19 +485,28 @@ def _rotate(v, axis, angle):
     return v * c + np.cross(a, v) * s + a * np.einsum("nki,nki->nk", a.repeat(v.shape[1], 1), v)[..., None] * (1 - c)
 
 
-def _curl_to(shape, side, span, max_degrees=35.0, steps=24):
-    """Chain points (n,C,3) from its root, bent by the same angle at every inner joint about
-    ``side`` (n,3) so that the end lies ``span`` (n,) from the root (as close as the largest
-    bend allows). Bisection on the per-joint angle: the span shrinks as it grows."""
+def _curl_to(shape, side, span, max_degrees=C.TRUNK_CURL_MAX_DEGREES, steps=24):
+    """Chain points (n,C,3) from its root, curled forward about ``side`` (n,3) so that the end
+    lies ``span`` (n,) from the root (as close as the largest bend allows).
+
+    Water-filling: every inner joint flexes forward to a common angle θ, and a joint the source
+    already flexes further keeps its own bend, so a neck that leans keeps leaning and the flat
+    middle of the spine takes the curl. Bisection on θ: the span shrinks as it grows.
+    """
     side = side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-300)
     seg = np.diff(shape, axis=1)                                     # (n,C-1,3)
-    k = np.arange(seg.shape[1], dtype=float)[None]                  # joint k bends the segments after it
+    a, b = seg[:, :-1], seg[:, 1:]
+    own = np.arctan2(np.einsum("nd,nkd->nk", side, np.cross(a, b)), np.einsum("nkd,nkd->nk", a, b))
+    lo = np.minimum(own.min(axis=1), 0.0) if own.size else np.zeros(len(shape))
 
-    def bent(phi):
-        return np.concatenate([shape[:, :1], shape[:, :1] + np.cumsum(_rotate(seg, side, phi[:, None] * k), axis=1)],
-                              axis=1)
+    def bent(theta):
+        add = np.maximum(theta[:, None] - own, 0.0)                  # (n,C-2) forward flexion added
+        turn = np.concatenate([np.zeros((len(shape), 1)), np.cumsum(add, axis=1)], axis=1)
+        return np.concatenate([shape[:, :1], shape[:, :1] + np.cumsum(_rotate(seg, side, turn), axis=1)], axis=1)
 
-    lo, hi = np.zeros(len(shape)), np.full(len(shape), np.radians(max_degrees))
+    hi = np.full(len(shape), np.radians(max_degrees))
+    if not own.size:
+        return shape
     for _ in range(steps):
         mid = (lo + hi) / 2
         too_long = np.linalg.norm(bent(mid)[:, -1] - shape[:, 0], axis=-1) > span
@@ -423,22 +516,37 @@ def _curl_to(shape, side, span, max_degrees=35.0, steps=24):
 
 class _TrunkModel:
     """Compression shared along the body the way a person ducks (product addition, issue
-    "human poses under large edits"; experimental: ``solver_options={"share_compression": True}``).
+    "human poses under large edits"; on by default, ``solver_options={"share_compression": False}``
+    switches it off).
 
     When the targets bring the head closer to the hips than ``TRUNK_KEEP`` of the source's
     hips-to-head distance (a beam lowered over a walk), the descriptors alone would fold the
-    spine on itself. Instead the hips go down (the knees bend, up to ``HIPS_DROP_MAX`` body
-    heights, ``HIPS_SHARE`` of the shortfall) and back against the direction of travel (the
-    torso pitches forward, up to ``HIPS_BACK_MAX``), and the spine between keeps the
-    source's shape, swung onto the new hips-to-head line. Arms hanging from the spine are
-    carried along as far as their affinity lets them go. Everything is measured on the
-    targets and turned with the best-fit rotation of the source onto them, so a rigid edit
-    of the scene moves it rigidly; an unedited scene has no shortfall and is untouched.
+    spine on itself. Instead:
+
+    - the hips go down (the knees bend, ``HIPS_SHARE`` of the shortfall, up to
+      ``HIPS_DROP_MAX`` body heights) and back, away from where the body faces (the torso
+      pitches forward), as far as the source spine needs room, at most ``HIPS_BACK_MAX``, and
+      only as far as the feet still reach their targets; the hip joints go with them;
+    - the spine keeps the source's shape, curled forward to a common flexion at every joint
+      (``_curl_to``, at most ``TRUNK_CURL_MAX_DEGREES``) until it spans the new hips-to-head
+      distance, and is swung onto that line;
+    - a spine curled that far and still too long: the hips go lower, in all at most
+      ``HIPS_DROP_MAX_CROUCH``;
+    - arms hanging from the spine are carried along as far as their affinity lets them go.
+
+    The facing is the body's own (``_facing``), one direction per frame that never flips, so
+    a body standing still under a beam does not swing its hips front to back. Everything is
+    measured on the targets and turned with the best-fit rotation of the source onto them, so
+    a rigid edit of the scene moves it rigidly; an unedited scene has no shortfall and is
+    untouched. The posture blends in over ``TRUNK_BLEND`` body heights of shortfall.
     """
 
-    def __init__(self, chain, below, up, forward, body_height):
+    def __init__(self, chain, below, up, forward, body_height, legs=None):
         self.chain, self.below, self.up, self.forward = chain, below, up, forward
         self.body_height = body_height
+        # (joints (L,), source reach from the root (L,), bones from the root to each joint, their
+        # source length (L,)): the hips stay within the legs' reach of their targets.
+        self.legs = legs
 
     @classmethod
     def learn(cls, skeleton, motion, zero, rep, kids, body_height):
@@ -457,20 +565,7 @@ class _TrunkModel:
             return None
         up = np.median(motion[:, top] - motion[:, root], axis=0)
         up /= max(np.linalg.norm(up), 1e-300)
-        # Which way to pitch: where the source leans its head, or with no clear lean the direction
-        # of travel (the root's velocity over about a third of a second, across the up axis).
-        v = np.gradient(motion[:, root], axis=0) if len(motion) > 1 else np.zeros((1, 3))
-        k = np.ones(9) / 9.0
-        v = np.stack([np.convolve(v[:, d], k, mode="same") for d in range(3)], axis=1)
-        v -= np.outer(v @ up, up)
-        speed = np.linalg.norm(v, axis=1, keepdims=True)
-        lean = motion[:, top] - motion[:, root]
-        lean -= np.outer(lean @ up, up)
-        lean_len = np.linalg.norm(lean, axis=1, keepdims=True)
-        lean = np.where(lean_len > C.TRAVEL_MIN_STEP * body_height, lean / np.maximum(lean_len, 1e-300), 0.0)
-        travel = np.where(speed > C.TRAVEL_MIN_STEP * body_height, v / np.maximum(speed, 1e-300), lean)
-        # A clear lean says where the body bends better than the hips' path (which may sway or step back).
-        forward = np.where(lean_len > C.LEAN_CLEAR * body_height, lean, travel)
+        forward = _facing(skeleton, motion, chain, rep, kids, up, body_height)
         # Joints carried by each spine joint: its subtree off the chain (not the legs below the root).
         on = set(chain.tolist())
         below = {}
@@ -484,7 +579,21 @@ class _TrunkModel:
         carried = {}
         for j, (a,) in below.items():
             carried.setdefault(a, []).append(j)
-        return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height)
+        legs = _legs(skeleton, motion, chain, rep, kids, up)
+        return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height, legs)
+
+    def _back_within_reach(self, hips, fwd, t, lengths):
+        """(n,) the largest backward shift along ``fwd`` keeping every leg joint's target within
+        the source's reach of the hips (scaled with the leg's bone lengths)."""
+        joints, reach, paths, src, _ = self.legs
+        now = np.stack([lengths[:, p].sum(axis=1) for p in paths], axis=1)             # (n,L)
+        r = reach[None] * now / np.maximum(src[None], 1e-300)
+        d = hips[:, None] - t[:, joints]                                               # (n,L,3)
+        df = np.einsum("nld,nd->nl", d, fwd)
+        disc = df * df - np.einsum("nld,nld->nl", d, d) + r * r
+        far = df + np.sqrt(np.maximum(disc, 0.0))                                      # leaves the reach there
+        limit = np.where(disc >= 0, far, df)                                           # out of reach: go no farther
+        return np.maximum(limit.min(axis=1), 0.0)
 
     def share_compression(self, motion, frames, targets, affinity, lengths):
         chain, root, top = self.chain, self.chain[0], self.chain[-1]
@@ -509,16 +618,27 @@ class _TrunkModel:
         with np.errstate(invalid="ignore", divide="ignore"):
             back = np.where(ff > 0.5, (-vf + np.sqrt(np.maximum(vf * vf - ff * c, 0.0))) / np.maximum(ff, 1e-300), 0.0)
         back = np.clip(back, 0.0, C.HIPS_BACK_MAX * H)
+        if self.legs is not None:
+            back = np.minimum(back, self._back_within_reach(hips, fwd, t, lengths[rows]))
         hips = hips - back[:, None] * fwd
         # The source's spine, turned with the body, curled forward evenly at every spine joint
         # until it spans the new hips-to-head distance, then swung onto that line.
         shape = np.einsum("fij,fkj->fki", rot, m[:, chain] - m[:, root:root + 1])
         side = np.cross(-down, np.where(ff[:, None] > 0.5, fwd, _any_perpendicular(down)))
         shape = _curl_to(shape, side, np.linalg.norm(t[:, top] - hips, axis=-1))
+        # A spine curled as far as it goes and still too long: the knees bend further.
+        v = t[:, top] - hips
+        span, vd = np.linalg.norm(shape[:, -1] - shape[:, 0], axis=-1), np.einsum("fi,fi->f", v, down)
+        more = vd + np.sqrt(np.maximum(vd * vd - np.einsum("fi,fi->f", v, v) + span * span, 0.0))
+        more = np.clip(more, 0.0, np.maximum(C.HIPS_DROP_MAX_CROUCH * H - drop, 0.0))
+        hips = hips + more[:, None] * down
         turn = swing(shape[:, -1], t[:, top] - hips)
         new = hips[:, None] + np.einsum("fij,fkj->fki", turn, shape)
         w = np.clip(deficit / (C.TRUNK_BLEND * H), 0.0, 1.0)[:, None]
         w = w * w * (3 - 2 * w)                                   # smooth onset: no pop at the threshold
+        if self.legs is not None:
+            for hip, _, _ in self.legs[4]:                      # the hip joints go with the pelvis
+                t[:, hip] += w * (hips - t[:, root])
         old = t[:, chain[:-1]].copy()
         t[:, chain[:-1]] = (1 - w[..., None]) * old + w[..., None] * new[:, :-1]
         moved = t[:, chain[:-1]] - old

@@ -48,10 +48,15 @@ STATIC_MAX_STEPS = 4000
 #: detection nor are ever reflected (a limb held straight or hyperextended by
 #: the source must not flip).
 HINGE_BEND_MIN_DEGREES = 10.0
-#: A hinge bends more than HINGE_BEND_MIN_DEGREES on at least this fraction of frames...
+#: A hinge bends more than HINGE_CLEAR_DEGREES on at least this fraction of frames...
+HINGE_CLEAR_DEGREES = 30.0
 HINGE_MIN_FRACTION = 0.1
 #: ...with bend normals whose mean resultant length is at least this (1 = one plane, one side).
 HINGE_COHERENCE = 0.8
+#: A hinge sits inside a limb: its upper bone is at least this fraction of its lower one. A
+#: clavicle (short, ahead of a long upper arm) bends the arm in one plane in many clips but is
+#: a ball joint: reflecting it jumps the arm. Thigh/shin, upper arm/forearm, shin/foot pass.
+HINGE_UPPER_RATIO = 0.7
 #: A child lying on the bone from its parent to a sibling (within this
 #: fraction of that bone's length) is a twist joint, not a branch.
 ON_BONE_FRACTION = 0.02
@@ -63,9 +68,9 @@ ANCHOR_CONDITION = 1e-3
 #: Bend limits (``skeleton.joints.BendLimits``): a chain joint bends at most
 #: the source's largest bend plus BEND_MARGIN_DEGREES, and never less than
 #: BEND_MIN_LIMIT_DEGREES (so a spine can curl into a duck: four spine joints
-#: at 35° make a 140° curl); hinges up to HINGE_LIMIT_DEGREES (a deep crouch).
+#: at 40° make a 160° curl, with room to spare); hinges up to HINGE_LIMIT_DEGREES (a deep crouch).
 BEND_MARGIN_DEGREES = 25.0
-BEND_MIN_LIMIT_DEGREES = 35.0
+BEND_MIN_LIMIT_DEGREES = 45.0
 #: Limb joints beyond the trunk (wrists, ankles, fingers, toes) may always bend this far.
 LIMB_MIN_LIMIT_DEGREES = 90.0
 #: From a branch point, the child chain within this angle of the bone above it
@@ -114,6 +119,14 @@ HIPS_SHARE = 0.5
 #: Largest hip drop and largest backward shift of the hips, in body heights.
 HIPS_DROP_MAX = 0.1
 HIPS_BACK_MAX = 0.3
+#: When the spine cannot curl further, the hips go lower still, in all at most this (body heights).
+HIPS_DROP_MAX_CROUCH = 0.25
+#: The hips go back only as far as the feet can still reach their targets; feet are the leg
+#: joints at least this fraction of the longest path of bones from the hips (ankles, toes).
+FOOT_PATH_FRACTION = 0.75
+#: While ducking, every spine joint flexes forward to a common angle, at most this (a joint the
+#: source already flexes further keeps its own bend).
+TRUNK_CURL_MAX_DEGREES = 40.0
 #: Affinity the spine's targets get while ducking (at least).
 TRUNK_AFFINITY = 0.6
 #: Shortfall (body heights) over which the ducking posture blends in.

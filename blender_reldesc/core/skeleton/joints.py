@@ -150,6 +150,9 @@ class Hinges:
             a, c = rep[p], int(limb[k][0])
             if mode != "ON" and len(limb[a]) != 1:        # a hinge's upper bone is a limb bone, not a branch
                 continue
+            if mode != "ON" and (_upper_length(skeleton, motion, rep, a, k)
+                                 < C.HINGE_UPPER_RATIO * _lower_length(motion, kids, k, c)):
+                continue                                   # a clavicle, not an elbow
             anchor = _anchor_of(skeleton, motion, rep, kids, a, memo)
             if anchor is None:
                 continue
@@ -205,6 +208,42 @@ class Hinges:
         return p
 
 
+def _mean_length(motion, a, b):
+    return float(np.linalg.norm(motion[:, b] - motion[:, a], axis=-1).mean())
+
+
+def _upper_length(skeleton, motion, rep, a, k):
+    """Mean length of the limb bone ending at k, through twist joints: while a lies on the
+    line from its parent to k (within ``ON_BONE_FRACTION``), the bone starts at that parent."""
+    start = a
+    while skeleton.parents[start] >= 0:
+        p = int(rep[skeleton.parents[start]])
+        whole = np.median(np.linalg.norm(motion[:, k] - motion[:, p], axis=-1))
+        if p == start or _detour(motion, p, start, k) > C.ON_BONE_FRACTION * whole:
+            break
+        start = p
+    return _mean_length(motion, start, k)
+
+
+def _lower_length(motion, kids, k, c):
+    """Mean length of the limb bone starting at k, through twist joints (see ``_upper_length``)."""
+    end = c
+    while len(kids[end]) == 1:
+        d = int(kids[end][0])
+        if _detour(motion, k, end, d) > C.ON_BONE_FRACTION * np.median(np.linalg.norm(motion[:, d] - motion[:, k], axis=-1)):
+            break
+        end = d
+    return _mean_length(motion, k, end)
+
+
+def _detour(motion, a, b, c):
+    """Largest |ab| + |bc| - |ac| over the clip: 0 when b always lies on the segment from a to c
+    (a twist joint; a wrist or ankle that happens to be straight bends at some point)."""
+    n = np.linalg.norm
+    return float(np.max(n(motion[:, b] - motion[:, a], axis=-1) + n(motion[:, c] - motion[:, b], axis=-1)
+                           - n(motion[:, c] - motion[:, a], axis=-1)))
+
+
 def _to_first_frame(motion, anchor, kids, memo):
     """Rotations (F,3,3) taking the anchor's child offsets at each frame to frame 0, and
     where they are well defined; computed once per anchor (``memo``: {anchor: result})."""
@@ -231,15 +270,19 @@ def _anchor_of(skeleton, motion, rep, kids, a, memo):
 def _bends_in_one_plane(motion, a, k, c, anchor, anchor_kids, memo):
     """Whether the source bends k on one side of one plane, in the anchor's frame.
 
+    The source must bend it more than ``HINGE_CLEAR_DEGREES`` on enough frames
+    (``HINGE_MIN_FRACTION``): a knee a clip holds nearly straight, or a few
+    degrees hyperextended, gives no side worth enforcing when an edit bends it.
     On frames bent more than ``HINGE_BEND_MIN_DEGREES``, the bend normal is
     brought back to the first frame's anchor and upper-bone frame; a hinge
     has normals that agree (mean resultant length >= ``HINGE_COHERENCE``) on
     enough frames (``HINGE_MIN_FRACTION``).
     """
     pa, pk, pc = motion[:, a], motion[:, k], motion[:, c]
-    bent = bend_angles(pa, pk, pc) > np.radians(C.HINGE_BEND_MIN_DEGREES)
-    if bent.mean() < C.HINGE_MIN_FRACTION:
-        return False
+    angle = bend_angles(pa, pk, pc)
+    if (angle > np.radians(C.HINGE_CLEAR_DEGREES)).mean() < C.HINGE_MIN_FRACTION:
+        return False                          # held about straight: the clip shows no side to keep
+    bent = angle > np.radians(C.HINGE_BEND_MIN_DEGREES)
     rot, ok = _to_first_frame(motion, anchor, anchor_kids, memo)
     use = bent & ok
     if use.sum() < 2:

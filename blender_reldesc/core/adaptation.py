@@ -236,9 +236,13 @@ class Rig:
             self._follow_rigidly(targets, missing, b.motion[frames])
         if np.any(self.scale != 1.0):
             targets += self._morphology_shift(b.motion[frames], targets, affinity)
-        if self.trunk is not None and self.share_compression:
-            self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames])
         has = ~np.isnan(self.override)
+        if self.trunk is not None and self.share_compression:
+            # A joint the user holds (an affinity override) keeps its descriptor target.
+            held = targets[:, has].copy()
+            self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames],
+                                         hold_hips=bool(has[self.trunk.chain[0]]))
+            targets[:, has] = held
         affinity[:, has] = self.override[has]
         return targets, affinity
 
@@ -595,7 +599,9 @@ class _TrunkModel:
         limit = np.where(disc >= 0, far, df)                                           # out of reach: go no farther
         return np.maximum(limit.min(axis=1), 0.0)
 
-    def share_compression(self, motion, frames, targets, affinity, lengths):
+    def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False):
+        """Move ``targets`` (n,J,3) and raise ``affinity`` (n,J) in place where the trunk is
+        compressed; ``hold_hips``: the hips keep their target (the spine curls from there)."""
         chain, root, top = self.chain, self.chain[0], self.chain[-1]
         H = self.body_height
         s_len = np.linalg.norm(motion[:, top] - motion[:, root], axis=-1)
@@ -610,14 +616,14 @@ class _TrunkModel:
         down = -np.einsum("fij,j->fi", rot, self.up)
         fwd = np.einsum("fij,fj->fi", rot, self.forward[frames[rows]])
         deficit = want[rows] - t_len[rows]
-        drop = np.minimum(C.HIPS_SHARE * deficit, C.HIPS_DROP_MAX * H)
+        drop = np.minimum(C.HIPS_SHARE * deficit, C.HIPS_DROP_MAX * H) * (not hold_hips)
         hips = t[:, root] + drop[:, None] * down
         v = t[:, top] - hips
         ff, vf = np.einsum("fi,fi->f", fwd, fwd), np.einsum("fi,fi->f", v, fwd)
         c = np.einsum("fi,fi->f", v, v) - s_len[rows] ** 2       # room for the whole source spine
         with np.errstate(invalid="ignore", divide="ignore"):
             back = np.where(ff > 0.5, (-vf + np.sqrt(np.maximum(vf * vf - ff * c, 0.0))) / np.maximum(ff, 1e-300), 0.0)
-        back = np.clip(back, 0.0, C.HIPS_BACK_MAX * H)
+        back = np.clip(back, 0.0, C.HIPS_BACK_MAX * H * (not hold_hips))
         if self.legs is not None:
             back = np.minimum(back, self._back_within_reach(hips, fwd, t, lengths[rows]))
         hips = hips - back[:, None] * fwd
@@ -630,7 +636,7 @@ class _TrunkModel:
         v = t[:, top] - hips
         span, vd = np.linalg.norm(shape[:, -1] - shape[:, 0], axis=-1), np.einsum("fi,fi->f", v, down)
         more = vd + np.sqrt(np.maximum(vd * vd - np.einsum("fi,fi->f", v, v) + span * span, 0.0))
-        more = np.clip(more, 0.0, np.maximum(C.HIPS_DROP_MAX_CROUCH * H - drop, 0.0))
+        more = np.clip(more, 0.0, np.maximum(C.HIPS_DROP_MAX_CROUCH * H - drop, 0.0) * (not hold_hips))
         hips = hips + more[:, None] * down
         turn = swing(shape[:, -1], t[:, top] - hips)
         new = hips[:, None] + np.einsum("fij,fkj->fki", turn, shape)
@@ -665,7 +671,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         bone ending at each joint (roots ignored, NaN = unchanged). The
         per-frame variation of the source lengths is kept proportionally.
     affinity_override : None, (J,) float in [0,1] (NaN = computed) or
-        {joint name: affinity}.
+        {joint name: affinity}. An overridden joint keeps its descriptor
+        target: the ducking posture does not move it.
     vertex_influence : None or (V,) float in [0,1], the painted influence of
         each environment vertex; scales each descriptor's weight through its
         barycentric coordinates.

@@ -4,8 +4,8 @@
 
 Per clip: invariance (largest joint error in body heights after no edit, a 0.2 m lift,
 a 30° turn about the vertical, a 10° tilt and a random rotation of the whole floor);
-ducking (a beam 5 cm above the head, lowered 0.35 m); morphology (shins 15 % longer
-and shorter). Planted samples: foot joints slower than 0.5 m/s within 5 cm of their
+ducking (a beam 5 cm above the head, lowered 0.35 m); a 0.25 m bump sculpted after
+binding; morphology (shins 15 % longer and shorter). Planted samples: foot joints slower than 0.5 m/s within 5 cm of their
 lowest height; "within 2 cm" compares them with the source height.
 """
 
@@ -82,7 +82,7 @@ def main(argv=None):
     if not clips:
         print(f"no clips in {DATA}: nothing to measure")
         return 0
-    inv_rows, duck_rows, morph_rows = [], [], []
+    inv_rows, duck_rows, morph_rows, bump_rows = [], [], [], []
     for path in clips:
         names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
                                                max_frames=args.frames)
@@ -142,6 +142,30 @@ def main(argv=None):
                               100 * float(result.bone_length_error.mean()), float(result.joint_limit_violation.max()),
                               duck_s))
 
+        # Bump: a smooth hill 0.25 m high (Gaussian, sigma 0.5 m) sculpted after binding where the
+        # clip's feet pass most, under the middle of the clip.
+        feet_xy = motion[:, feet, :2].reshape(-1, 2)
+        centre_xy = feet_xy[len(feet_xy) // 2]
+
+        def hill(xy):
+            return 0.25 * np.exp(-np.sum((xy - centre_xy) ** 2, axis=-1) / (2 * 0.5 ** 2))
+
+        bumped = V.copy()
+        bumped[:, 2] += hill(V[:, :2])
+        t = time.perf_counter()
+        result = adapt(binding, TriMesh(bumped, T))
+        bump_s = time.perf_counter() - t
+        P = result.positions
+        want = motion[:, feet, 2] + hill(P[:, feet, :2])
+        kept = np.abs(P[:, feet, 2] - want)[plant] <= 0.02
+        on_hill = plant & (hill(motion[:, feet, :2]) > 0.02)
+        kept_hill = np.abs(P[:, feet, 2] - want)[on_hill] <= 0.02
+        ground = z0 + hill(P[..., :2])
+        below = (P[..., 2] < ground - 0.005).any(axis=1)
+        bump_rows.append((path.name, int(plant.sum()), float(kept.mean()), int(on_hill.sum()),
+                          float(kept_hill.mean()) if kept_hill.size else float("nan"), int(below.sum()),
+                          float(np.linalg.norm(np.diff(P, 2, axis=0), axis=-1).max() / acc_src), bump_s))
+
         # Morphology: shins (knee -> ankle bones) 15 % longer and shorter.
         src = skel.bone_lengths(motion).mean(axis=0)
         shins = [j for j in (find(names, "foot", side="l"), find(names, "foot", side="r")) if j is not None]
@@ -164,6 +188,12 @@ def main(argv=None):
     for r in duck_rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.3f} | {100 * r[4]:.1f} % | {r[5]:.2f} | {r[6]:.3f} | "
               f"{r[7]:.1f} | {r[8]:.1f} |")
+    print()
+    print("| clip, 0.25 m bump | planted samples | within 2 cm | on the bump | within 2 cm there | "
+          "frames below the terrain | accel ratio | adapt s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in bump_rows:
+        print(f"| {r[0]} | {r[1]} | {100 * r[2]:.1f} % | {r[3]} | {100 * r[4]:.1f} % | {r[5]} | {r[6]:.2f} | {r[7]:.1f} |")
     print()
     print("| clip | shin factor | added length (m) | hips rise (m, median) | rise / added | planted within 2 cm |")
     print("|---|---|---|---|---|---|")

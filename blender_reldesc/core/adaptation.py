@@ -197,7 +197,7 @@ class Rig:
             # found): a duck or a raised floor folds them further than the clip ever does.
             free = set() if found is None else set(found.triples[:, 1].tolist())
             if trunk is not None and trunk.legs is not None:
-                free |= {knee for _, knee, _ in trunk.legs[4] if modes.get(knee) != "OFF"}
+                free |= {knee for _, knee, _, _ in trunk.legs[4] if modes.get(knee) != "OFF"}
             binding._joint_models[key] = (found, BendLimits.learn(skeleton, motion, zero, sorted(free)), trunk)
         self.hinges, self.limits, self.trunk = binding._joint_models[key]
 
@@ -240,6 +240,8 @@ class Rig:
         if self.trunk is not None and self.share_compression:
             # A joint the user holds (an affinity override) keeps its descriptor target.
             held = targets[:, has].copy()
+            if not has[self.trunk.chain[0]]:
+                self.trunk.reach_feet(b.motion[frames], targets, affinity, self.lengths[frames])
             self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames],
                                          hold_hips=bool(has[self.trunk.chain[0]]))
             targets[:, has] = held
@@ -403,8 +405,9 @@ def _legs(skeleton, motion, chain, rep, kids, up):
     the root off the chain at least ``FOOT_PATH_FRACTION`` of the longest leg path from it
     (ankles and toes, not knees); reach, how far from the root the source ever holds each;
     paths and along, the bones from the root to each and their source length (to scale the
-    reach with new lengths); legs, (hip joint, knee, ankle) per leg: the ankle is a leg's first
-    foot joint, the knee the joint halfway down the bones from the hip joint to it."""
+    reach with new lengths); legs, (hip joint, knee, ankle, bones from the hip joint to the
+    ankle) per leg: the ankle is a leg's first foot joint, the knee the joint halfway down the
+    bones from the hip joint to it."""
     root = chain[0]
     on = set(chain.tolist())
     height = np.einsum("fjd,d->fj", motion, up)
@@ -431,7 +434,7 @@ def _legs(skeleton, motion, chain, rep, kids, up):
             continue
         run = np.cumsum(mean[path[1:]])
         at = 1 + int(np.argmin(np.abs(run[:-1] - run[-1] / 2)))
-        legs.append((path[0], path[at], j))
+        legs.append((path[0], path[at], j, path[1:]))
     return joints, reach, paths, along, legs
 
 
@@ -538,6 +541,9 @@ class _TrunkModel:
       ``HIPS_DROP_MAX_CROUCH``;
     - arms hanging from the spine are carried along as far as their affinity lets them go.
 
+    Before that, ``reach_feet``: where a foot in contact is out of its leg's reach (a sculpted
+    bump lifts the hips with the terrain's mean), the body comes down to it.
+
     The facing is the body's own (``_facing``), one direction per frame that never flips, so
     a body standing still under a beam does not swing its hips front to back. Everything is
     measured on the targets and turned with the best-fit rotation of the source onto them, so
@@ -551,6 +557,7 @@ class _TrunkModel:
         # (joints (L,), source reach from the root (L,), bones from the root to each joint, their
         # source length (L,)): the hips stay within the legs' reach of their targets.
         self.legs = legs
+        self.body = None                    # joints that go with the hips: all but the legs' lower parts
 
     @classmethod
     def learn(cls, skeleton, motion, zero, rep, kids, body_height):
@@ -584,7 +591,14 @@ class _TrunkModel:
         for j, (a,) in below.items():
             carried.setdefault(a, []).append(j)
         legs = _legs(skeleton, motion, chain, rep, kids, up)
-        return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height, legs)
+        model = cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height, legs)
+        if legs is not None:
+            lower = {knee for _, knee, _, _ in legs[4]}
+            for j in skeleton.order.tolist():
+                if skeleton.parents[j] in lower:
+                    lower.add(j)
+            model.body = np.array([j for j in range(len(skeleton)) if j not in lower], np.int64)
+        return model
 
     def _back_within_reach(self, hips, fwd, t, lengths):
         """(n,) the largest backward shift along ``fwd`` keeping every leg joint's target within
@@ -598,6 +612,34 @@ class _TrunkModel:
         far = df + np.sqrt(np.maximum(disc, 0.0))                                      # leaves the reach there
         limit = np.where(disc >= 0, far, df)                                           # out of reach: go no farther
         return np.maximum(limit.min(axis=1), 0.0)
+
+    def reach_feet(self, motion, targets, affinity, lengths):
+        """Lower the body (every joint but the legs below the hip joints) where a foot in contact
+        is out of its leg's reach: on a sculpted bump the descriptors lift the hips with the
+        terrain's mean, and the foot on the lower side could only hang. Weighted by the ankle's
+        affinity, so a swinging foot does not pull the body down. A reachable foot (any edit
+        that keeps the legs' reach, a rigid edit, no edit) changes nothing."""
+        if self.legs is None or not self.legs[4]:
+            return
+        m, t = motion, targets
+        drop = np.zeros(len(t))
+        down = None
+        for hip, knee, ankle, bones in self.legs[4]:
+            v = t[:, hip] - t[:, ankle]
+            reach = lengths[:, bones].sum(axis=1)
+            over = np.einsum("fd,fd->f", v, v) > reach * reach
+            if not over.any():
+                continue
+            if down is None:
+                rot = kabsch(m - m.mean(axis=1, keepdims=True), t - t.mean(axis=1, keepdims=True))
+                down = -np.einsum("fij,j->fi", rot, self.up)
+            vd = np.einsum("fd,fd->f", v, down)
+            disc = vd * vd - np.einsum("fd,fd->f", v, v) + reach * reach
+            x = np.where(disc >= 0, -vd - np.sqrt(np.maximum(disc, 0.0)), -vd)
+            w = np.clip((affinity[:, ankle] - C.REACH_AFFINITY_FROM) / C.REACH_AFFINITY_RAMP, 0.0, 1.0)
+            drop = np.maximum(drop, np.where(over, np.maximum(x, 0.0) * w * w * (3 - 2 * w), 0.0))
+        if down is not None:
+            t[:, self.body] += (drop[:, None] * down)[:, None]
 
     def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False):
         """Move ``targets`` (n,J,3) and raise ``affinity`` (n,J) in place where the trunk is
@@ -643,7 +685,7 @@ class _TrunkModel:
         w = np.clip(deficit / (C.TRUNK_BLEND * H), 0.0, 1.0)[:, None]
         w = w * w * (3 - 2 * w)                                   # smooth onset: no pop at the threshold
         if self.legs is not None:
-            for hip, _, _ in self.legs[4]:                      # the hip joints go with the pelvis
+            for hip, _, _, _ in self.legs[4]:                   # the hip joints go with the pelvis
                 t[:, hip] += w * (hips - t[:, root])
         old = t[:, chain[:-1]].copy()
         t[:, chain[:-1]] = (1 - w[..., None]) * old + w[..., None] * new[:, :-1]

@@ -124,6 +124,10 @@ HIPS_DROP_MAX_CROUCH = 0.25
 #: The hips go back only as far as the feet can still reach their targets; feet are the leg
 #: joints at least this fraction of the longest path of bones from the hips (ankles, toes).
 FOOT_PATH_FRACTION = 0.75
+#: A foot out of its leg's reach lowers the body by as much as its ankle's affinity says it is in
+#: contact: not at all below REACH_AFFINITY_FROM, fully from FROM + RAMP (a planted foot).
+REACH_AFFINITY_FROM = 0.3
+REACH_AFFINITY_RAMP = 0.3
 #: While ducking, every spine joint flexes forward to a common angle, at most this (a joint the
 #: source already flexes further keeps its own bend).
 TRUNK_CURL_MAX_DEGREES = 40.0

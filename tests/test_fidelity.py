@@ -347,3 +347,33 @@ def test_feet_stay_on_a_sculpted_bump(centre):
     err = np.abs(P[:, feet, 2] - motion[:, feet, 2] - hill(P[:, feet, :2]))[plant]
     assert plant.sum() > 100 and (err <= 0.02).mean() >= 0.99 and err.max() <= 0.03
     assert np.all(P[..., 2] >= hill(P[..., :2]) - 0.005)                  # nothing sinks into the hill
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "ue"])
+def test_a_chest_twisted_past_the_clips_range_is_turned_back(convention):
+    """Twist limits: a chest turned 70° about the spine beyond anything the clip does is turned
+    back to the clip's range plus the margin, its subtree rigidly (bone lengths exact), and a
+    pose within range is untouched."""
+    from blender_reldesc.core.skeleton.joints import TwistLimits, zero_length
+    skel, roles, motion, V, T = _scene(convention, "bent")
+    H = _height(motion)
+    limits = TwistLimits.learn(skel, motion, zero_length(skel, motion, H))
+    chest = roles.index("chest2")
+    assert chest in limits.joints.tolist()
+    t = limits.joints.tolist().index(chest)
+    same = limits.limit(skel, motion.copy())
+    assert np.abs(same - motion).max() <= 1e-9
+    twisted = motion.copy()
+    axis = motion[:, chest] - motion[:, skel.parents[chest]]
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    below = limits.below[t]
+    for f in range(len(motion)):
+        R = _rotation(axis[f], 70)
+        twisted[f, below] = (motion[f, below] - motion[f, chest]) @ R.T + motion[f, chest]
+    assert np.any(limits.twist(skel, twisted)[:, t] > limits.high[t] + 1)
+    fixed = limits.limit(skel, twisted.copy())
+    tau = limits.twist(skel, fixed)[:, t]
+    assert np.all(tau <= limits.high[t] + 1.0) and np.all(tau >= limits.low[t] - 1.0)
+    np.testing.assert_allclose(skel.bone_lengths(fixed), skel.bone_lengths(motion), atol=1e-9)
+    outside = np.setdiff1d(np.arange(len(skel)), below)
+    assert np.abs(fixed[:, outside] - motion[:, outside]).max() <= 1e-9

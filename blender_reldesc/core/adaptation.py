@@ -18,8 +18,8 @@ from .descriptors.binding import Binding, _check_mesh_frames
 from .errors import InputError, TopologyError
 from .geometry import TriMesh
 from .geometry import Collider
-from .skeleton.joints import (BendLimits, Hinges, effective_children, representatives, trunk_mask,
-                              zero_length)
+from .skeleton.joints import (BendLimits, Hinges, TwistLimits, effective_children, representatives,
+                              trunk_mask, zero_length)
 from .skeleton.rotations import kabsch, swing
 from .solvers import Warper
 
@@ -198,8 +198,9 @@ class Rig:
             free = set() if found is None else set(found.triples[:, 1].tolist())
             if trunk is not None and trunk.legs is not None:
                 free |= {knee for _, knee, _, _ in trunk.legs[4] if modes.get(knee) != "OFF"}
-            binding._joint_models[key] = (found, BendLimits.learn(skeleton, motion, zero, sorted(free)), trunk)
-        self.hinges, self.limits, self.trunk = binding._joint_models[key]
+            binding._joint_models[key] = (found, BendLimits.learn(skeleton, motion, zero, sorted(free)), trunk,
+                                          TwistLimits.learn(skeleton, motion, zero))
+        self.hinges, self.limits, self.trunk, self.twists = binding._joint_models[key]
 
     def unbound_names(self):
         """{joint name: frames} of joints that followed the body rigidly for lack of descriptors."""
@@ -306,7 +307,7 @@ class Rig:
                       pins=self.pins, collide=collide, **options)
 
     def finish(self, positions, frames):
-        """Exact bone lengths: each joint moved along its bone, parents first.
+        """Twist limits, then exact bone lengths: each joint moved along its bone, parents first.
 
         The warper leaves a small bone-length error (``bone_length_error``);
         this forward pass removes it so the positions are exactly what forward
@@ -317,6 +318,8 @@ class Rig:
         sk = self.binding.skeleton
         frames = np.asarray(frames)
         held = None if self.pins is None else ~np.isnan(self.pins[frames][..., 0])
+        if len(self.twists) and self.solver_options.get("limits", True) is not None:
+            out = self.twists.limit(sk, out, held)
         bone_of = set(self.bones[:, 1].tolist())
         for j in sk.order.tolist():
             parent = sk.parents[j]

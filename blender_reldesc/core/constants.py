@@ -70,6 +70,9 @@ ANCHOR_CONDITION = 1e-3
 #: BEND_MIN_LIMIT_DEGREES (so a spine can curl into a duck: four spine joints
 #: at 40° make a 160° curl, with room to spare); hinges up to HINGE_LIMIT_DEGREES (a deep crouch).
 BEND_MARGIN_DEGREES = 25.0
+#: A joint whose children spread (a chest) twists relative to its parent at most the source's
+#: range plus this (``skeleton.joints.TwistLimits``).
+TWIST_MARGIN_DEGREES = 15.0
 BEND_MIN_LIMIT_DEGREES = 45.0
 #: Limb joints beyond the trunk (wrists, ankles, fingers, toes) may always bend this far.
 LIMB_MIN_LIMIT_DEGREES = 90.0

@@ -16,6 +16,10 @@
   anatomical minimum. Enforced in the solver as a minimum distance between
   the joint's parent and child (law of cosines), which is rigid-invariant and
   keeps bone lengths free.
+- **Twist limits** (same issue): a joint whose children spread (a chest with
+  neck and shoulders) turns about its incoming bone relative to its parent at
+  most as far as the source does plus a margin. A bone with one child keeps
+  its twist relative to its parent by construction (``recover_rotations``).
 
 All arrays are in the motion's units; angles in radians unless named degrees.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from .rotations import swing
+from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations, swing
 
 
 def zero_length(skeleton, motion, body_height):
@@ -461,3 +465,118 @@ def limb_effectors(skeleton, motion, body_height):
             picked.append(chain[i + 1])
         out.update(picked)
     return np.array(sorted(out), np.int64)
+
+
+def _spread(pose, j, kids):
+    """Whether the children of j (pose (J,3)) span a plane: their offsets fix a rotation."""
+    if len(kids) < 2:
+        return False
+    off = pose[kids] - pose[j]
+    n = np.linalg.norm(off, axis=-1)
+    if n.min() <= 0:
+        return False
+    sv = np.linalg.svd(off / n[:, None], compute_uv=False)
+    return bool(sv[1] >= 0.1 * sv[0])
+
+
+def _turn_defined(skeleton, pose, j):
+    """Whether ``recover_rotations`` gives joint j a full rotation (twist included): j or an
+    ancestor up the chain of one-child bones has children that span a plane. A chain that
+    starts at a root with one child (a floor-level root, hips whose other children are
+    coincident) is only swung: its twist is not the body's."""
+    while j >= 0:
+        kids = skeleton.children(j)
+        kids = kids[np.linalg.norm(pose[kids] - pose[j], axis=-1) > 0] if len(kids) else kids
+        if len(kids) >= 2:
+            return _spread(pose, j, kids)
+        j = skeleton.parents[j]
+    return False
+
+
+class TwistLimits:
+    """Twist range of joints whose children spread, learnt from the source clip.
+
+    Twist is the turn of a joint's frame relative to its parent's, about the
+    bone into the joint, measured from the clip's first frame (so a rigid edit
+    of the scene leaves it unchanged). ``limit`` turns a joint's subtree back
+    about that bone, keeping every bone length, where the adapted pose twists
+    beyond the source's range plus ``TWIST_MARGIN_DEGREES``.
+
+    joints, parents : (T,) int; axis : (T,3) unit incoming bone at the first
+    frame; low, high : (T,) degrees; below : list of (K,) int, each joint's
+    subtree (the joints the correction turns).
+    """
+
+    def __init__(self, reference, joints, parents, axis, low, high, below):
+        self.reference = reference
+        self.joints, self.parents, self.axis = joints, parents, axis
+        self.low, self.high, self.below = low, high, below
+
+    def __len__(self):
+        return len(self.joints)
+
+    @classmethod
+    def learn(cls, skeleton, motion, zero):
+        rep = representatives(skeleton, zero)
+        kids = effective_children(skeleton, zero)
+        med = np.median(motion, axis=0)
+        joints = []
+        for j in range(len(skeleton)):
+            p = skeleton.parents[j]
+            if p < 0 or zero[j] or len(kids[j]) < 2:
+                continue
+            p = int(rep[p])
+            if not (_spread(med, j, kids[j]) and _turn_defined(skeleton, med, p)):
+                continue                 # no twist to read here, or none in the parent
+            if np.linalg.norm(med[j] - med[p]) <= 0:
+                continue
+            joints.append((j, p))
+        below = []
+        for j, _ in joints:
+            sub = {j}
+            for k in skeleton.order.tolist():
+                if skeleton.parents[k] in sub:
+                    sub.add(k)
+            sub.discard(j)
+            below.append(np.array(sorted(sub), np.int64))
+        ref = motion[0].copy()
+        j_idx = np.array([j for j, _ in joints], np.int64)
+        p_idx = np.array([p for _, p in joints], np.int64)
+        axis = ref[j_idx] - ref[p_idx]
+        axis = axis / np.maximum(np.linalg.norm(axis, axis=-1, keepdims=True), 1e-300)
+        model = cls(ref, j_idx, p_idx, axis, np.zeros(len(joints)), np.zeros(len(joints)), below)
+        if len(joints):
+            tau = model.twist(skeleton, motion)
+            model.low = tau.min(axis=0) - C.TWIST_MARGIN_DEGREES
+            model.high = tau.max(axis=0) + C.TWIST_MARGIN_DEGREES
+        return model
+
+    def twist(self, skeleton, positions):
+        """(n,T) degrees: each joint's twist relative to its parent, from the first source frame."""
+        ref = np.broadcast_to(self.reference, positions.shape)
+        R = matrix_from_quat(recover_rotations(skeleton, ref, positions))
+        rel = np.einsum("fkji,fkjl->fkil", R[:, self.parents], R[:, self.joints])     # R_p^T R_j
+        q = quat_from_matrix(rel)
+        q = np.where(q[..., :1] < 0, -q, q)
+        return np.degrees(2.0 * np.arctan2(np.einsum("fkd,kd->fk", q[..., 1:], self.axis), q[..., 0]))
+
+    def limit(self, skeleton, positions, held=None):
+        """Turn, in place, the subtrees of joints twisted beyond their range; returns positions.
+        ``held`` (n,J) bool: a frame where the subtree holds a pinned joint is left alone."""
+        for t, (j, p) in enumerate(zip(self.joints.tolist(), self.parents.tolist())):
+            tau = self.twist(skeleton, positions)[:, t]
+            excess = tau - np.clip(tau, self.low[t], self.high[t])
+            if held is not None:
+                excess[held[:, self.below[t]].any(axis=1)] = 0.0
+            rows = np.flatnonzero(np.abs(excess) > 1e-9)
+            if not rows.size or not self.below[t].size:
+                continue
+            axis = positions[rows, j] - positions[rows, p]
+            axis /= np.maximum(np.linalg.norm(axis, axis=-1, keepdims=True), 1e-300)
+            a = -np.radians(excess[rows])
+            v = positions[np.ix_(rows, self.below[t])] - positions[rows, j][:, None]
+            c, s = np.cos(a)[:, None, None], np.sin(a)[:, None, None]
+            k = axis[:, None]
+            v = v * c + np.cross(np.broadcast_to(k, v.shape), v) * s + k * np.einsum("nkd,nkd->nk", np.broadcast_to(k, v.shape), v)[..., None] * (1 - c)
+            positions[np.ix_(rows, self.below[t])] = positions[rows, j][:, None] + v
+        return positions

@@ -80,8 +80,8 @@ def recover_rotations(skeleton, original, adapted, primary=None):
     ``adapted_frame_j = R_j @ original_frame_j``: for a joint with one child,
     the parent's rotation followed by the swing onto the adapted child
     direction, which keeps the bone's twist relative to its parent; for
-    several children, the best-fit (Kabsch)
-    rotation of the child offsets; a leaf or a zero-length bone takes its
+    several children, the best-fit (Kabsch) rotation of the child offsets
+    (children all on one line: as for one child); a leaf or a zero-length bone takes its
     parent's rotation; a lone root keeps identity.
     """
     original = np.asarray(original, dtype=float)
@@ -120,12 +120,16 @@ def recover_rotations(skeleton, original, adapted, primary=None):
                 u = original[:, kids] - original[:, j:j + 1]
                 v = adapted[:, kids] - adapted[:, j:j + 1]
                 r = kabsch(u, v)
-                # Collinear children leave the twist undetermined: fall back to a swing.
+                # Collinear children (e.g. a neck and shoulders that all start at the chest's
+                # tail) leave the twist undetermined: carried with the parent and swung, like a
+                # bone with one child, so the twist relative to the parent stays as it was.
                 span = np.linalg.norm(cross(np.broadcast_to(u[:, :1], u[:, 1:].shape), u[:, 1:]),
                                       axis=-1).max(axis=-1)
                 flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
                 if np.any(flat):
-                    r[flat] = swing(u[flat].mean(axis=1), v[flat].mean(axis=1))
+                    base = rot[flat, parents[j]] if parents[j] >= 0 else eye[flat]
+                    carried = np.einsum("fij,fj->fi", base, u[flat].mean(axis=1))
+                    r[flat] = swing(carried, v[flat].mean(axis=1)) @ base
                 main = -1 if primary is None else int(primary[j])
                 if main >= 0 and main in kids.tolist():
                     k = kids.tolist().index(main)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bvh import read_bvh  # noqa: E402
 
 from blender_reldesc.core import Skeleton, TriMesh, adapt, bind  # noqa: E402
+from blender_reldesc.core.adaptation import Rig  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
@@ -136,11 +137,16 @@ def main(argv=None):
             kept = np.abs(P[:, feet, 2] - motion[:, feet, 2])[plant] <= 0.02
             acc_src = np.linalg.norm(np.diff(motion, 2, axis=0), axis=-1).max()
             acc = np.linalg.norm(np.diff(P, 2, axis=0), axis=-1).max()
+            twists = Rig(duck_binding).twists
+            tau = twists.twist(skel, P) if len(twists) else np.zeros((len(P), 0))
+            past = ((tau > twists.high + 1.0) | (tau < twists.low - 1.0)).any(axis=1) if len(twists) else tau[:, :0]
+            twist_src = twists.twist(skel, motion) if len(twists) else tau
+            extra = float(np.abs(tau - twist_src).max()) if tau.size else 0.0
             duck_rows.append((path.name + variant, int(inside.sum()), float(b.max()),
                               float((P[:, chest, 2] - P[:, hips, 2]).min()),
                               float(kept.mean()) if kept.size else float("nan"), acc / acc_src,
                               100 * float(result.bone_length_error.mean()), float(result.joint_limit_violation.max()),
-                              duck_s))
+                              duck_s, extra, int(past.sum()) if tau.size else 0))
 
         # Bump: a smooth hill 0.25 m high (Gaussian, sigma 0.5 m) sculpted after binding where the
         # clip's feet pass most, under the middle of the clip.
@@ -183,11 +189,12 @@ def main(argv=None):
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | " + " | ".join(f"{e:.1e}" for e in r[5:]) + " |")
     print()
     print("| clip, beam lowered 0.35 m | head frames in beam | worst spine bend ° | chest above hips min (m) | "
-          "planted within 2 cm | accel ratio | bone err mean % | limit violation max ° | adapt s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "planted within 2 cm | accel ratio | bone err mean % | limit violation max ° | twist added max ° | "
+          "frames past twist range | adapt s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in duck_rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.3f} | {100 * r[4]:.1f} % | {r[5]:.2f} | {r[6]:.3f} | "
-              f"{r[7]:.1f} | {r[8]:.1f} |")
+              f"{r[7]:.1f} | {r[9]:.1f} | {r[10]} | {r[8]:.1f} |")
     print()
     print("| clip, 0.25 m bump | planted samples | within 2 cm | on the bump | within 2 cm there | "
           "frames below the terrain | accel ratio | adapt s |")

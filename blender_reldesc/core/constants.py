@@ -138,7 +138,6 @@ TRUNK_CURL_MAX_DEGREES = 40.0
 TRUNK_AFFINITY = 0.6
 #: Shortfall (body heights) over which the ducking posture blends in.
 TRUNK_BLEND = 0.05
-#: Slowest travel (body heights per frame) that gives a direction to pitch towards.
+#: Shortest offset (body heights) that gives a direction: the hip joints' spread for the facing,
+#: a step of travel, a lean or a foot that votes for which way the body faces.
 TRAVEL_MIN_STEP = 0.002
-#: A head this far (body heights) off the hips' vertical is a clear lean: the body pitches that way.
-LEAN_CLEAR = 0.05

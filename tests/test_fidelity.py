@@ -377,3 +377,33 @@ def test_a_chest_twisted_past_the_clips_range_is_turned_back(convention):
     np.testing.assert_allclose(skel.bone_lengths(fixed), skel.bone_lengths(motion), atol=1e-9)
     outside = np.setdiff1d(np.arange(len(skel)), below)
     assert np.abs(fixed[:, outside] - motion[:, outside]).max() <= 1e-9
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_the_trunk_is_the_spine_whatever_hangs_off_the_limbs(convention):
+    """Fingers (Mixamo) and twist leaves (Unreal) do not make a hand or forearm a branch point:
+    the trunk is the hips-to-head chain, so arms keep limb bend limits, not the spine's."""
+    from blender_reldesc.core.skeleton.joints import effective_children, representatives, trunk_mask, zero_length
+    skel, roles, motion, V, T = _scene(convention, "bent")
+    zero = zero_length(skel, motion, _height(motion))
+    trunk = trunk_mask(skel, motion, zero, representatives(skel, zero), effective_children(skel, zero))
+    found = {roles[j] for j in np.flatnonzero(trunk)}
+    assert {"hips", "spine", "chest", "chest2", "neck", "head"} <= found
+    assert not found & {"clavicle.L", "upperarm.L", "forearm.L", "hand.L", "finger", "thigh.L", "twist"}
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "ue"])
+def test_a_body_standing_under_a_lowered_beam_gets_out_below_it(convention):
+    """In place under a wide beam lowered into the head: the first frame settles from its targets
+    (below the beam), not from the source pose, which the collisions used to push out through
+    the beam's top and hold there for the whole clip."""
+    skel, roles, motion, V, T = _scene(convention, "bent", frames=40, speed=0.0)
+    top = motion[..., 2].max()
+    hips = roles.index("hips")
+    beam_v, beam_t = S.box((motion[:, hips, 0].mean(), 0.0, top + 0.15), (1.5, 3.0, 0.2), subdivisions=3)
+    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
+    lowered = V2.copy()
+    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
+    P = adapt(bind(skel, motion, TriMesh(V2, T2)), TriMesh(lowered, T2)).positions
+    bottom = lowered[ranges[1][0]:ranges[1][1], 2].min()
+    assert np.all(P[..., 2] <= bottom + 0.01)                  # every joint below the beam, every frame

@@ -303,7 +303,18 @@ def trunk_mask(skeleton, motion, zero, rep, kids):
     """(J,) bool: the spine, neck and head: joints with a branch point below them, and from
     each branch point the child chain that continues the bone above it most closely."""
     J = len(skeleton)
-    branch = np.array([len(k) >= 2 for k in kids])
+    # A branch point splits the body into parts (hips, chest): a twist leaf on a forearm (Unreal's
+    # lowerarm_twist_01) or a hand's fingers (digits, within DIGIT_FRACTION of the body's size)
+    # do not make one, or Mixamo arms would count as trunk.
+    med = np.median(motion, axis=0)
+    size = max(float(np.ptp(med, axis=0).max()), 1e-300)
+    extent = np.zeros(J)
+    for j in skeleton.order[::-1].tolist():
+        p = skeleton.parents[j]
+        if p >= 0:
+            extent[p] = max(extent[p], extent[j] + np.linalg.norm(med[j] - med[p]))
+    branch = np.array([sum(extent[c] + np.linalg.norm(med[c] - med[j]) > C.DIGIT_FRACTION * size
+                           for c in _off_bone_children(motion, j, k).tolist()) >= 2 for j, k in enumerate(kids)])
     below = branch.copy()
     for j in skeleton.order[::-1].tolist():
         p = skeleton.parents[j]

@@ -407,3 +407,22 @@ def test_a_body_standing_under_a_lowered_beam_gets_out_below_it(convention):
     P = adapt(bind(skel, motion, TriMesh(V2, T2)), TriMesh(lowered, T2)).positions
     bottom = lowered[ranges[1][0]:ranges[1][1], 2].min()
     assert np.all(P[..., 2] <= bottom + 0.01)                  # every joint below the beam, every frame
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_ducking_starts_at_the_hips_and_keeps_the_feet(convention):
+    """The ducking stage's chain starts at the hips, also under Unreal's floor-level root (which
+    it took for the hips: the feet then missed the floor by 7 cm), and its legs are found."""
+    skel, roles, motion, V, T = _scene(convention, "bent", frames=90)
+    top = motion[..., 2].max()
+    hips = roles.index("hips")
+    beam_v, beam_t = S.box((motion[45, hips, 0], 0.0, top + 0.15), (0.3, 3.0, 0.2), subdivisions=3)
+    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
+    lowered = V2.copy()
+    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
+    binding = bind(skel, motion, TriMesh(V2, T2))
+    rig = Rig(binding)
+    assert rig.trunk.chain[0] == hips and len(rig.trunk.legs[4]) == 2
+    P = adapt(binding, TriMesh(lowered, T2)).positions
+    toes = [roles.index("toe.L"), roles.index("toe.R")]
+    assert np.abs(P[:, toes, 2] - motion[:, toes, 2]).max() <= 0.02

@@ -568,6 +568,8 @@ class _TrunkModel:
         root = next((j for j in skeleton.order.tolist() if trunk[j]), None)
         if root is None:
             return None
+        while len(kids[root]) == 1 and trunk[kids[root][0]]:     # a floor-level root above the hips
+            root = int(kids[root][0])
         ends = [j for j in np.flatnonzero(trunk).tolist() if not any(trunk[c] for c in kids[j].tolist())]
         med = np.median(motion, axis=0)
         top = max(ends, key=lambda j: np.linalg.norm(med[j] - med[root]))

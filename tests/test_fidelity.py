@@ -394,9 +394,9 @@ def test_the_trunk_is_the_spine_whatever_hangs_off_the_limbs(convention):
 
 @pytest.mark.parametrize("convention", ["bvh", "mixamo", "ue"])
 def test_a_body_standing_under_a_lowered_beam_gets_out_below_it(convention):
-    """In place under a wide beam lowered into the head: the first frame settles from its targets
-    (below the beam), not from the source pose, which the collisions used to push out through
-    the beam's top and hold there for the whole clip."""
+    """In place under a wide beam lowered into the head: the first frame settles towards its
+    targets (below the beam) before collisions act; the source head inside the beam used to be
+    pushed out through the beam's top and held there for the whole clip."""
     skel, roles, motion, V, T = _scene(convention, "bent", frames=40, speed=0.0)
     top = motion[..., 2].max()
     hips = roles.index("hips")

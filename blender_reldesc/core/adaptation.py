@@ -744,9 +744,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     if collisions:
         collide = Collisions(deformed_mesh, binding.body_height)
         collide.set_targets(frames, targets)
-    # The first frame settles from its targets, not the source pose: a source head inside a
-    # lowered beam would be pushed out through the beam's top by the collisions.
-    solved = rig.warper(collide).run(targets, targets[0], affinity, progress)
+    solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
@@ -833,7 +831,7 @@ class LiveSession:
             if collide is not None:
                 collide.set_targets([frame], targets)
             if frame == 0:
-                p = warper.first(targets[0], targets[0], affinity[0])
+                p = warper.first(targets[0], b.motion[0], affinity[0])
             else:
                 p = warper.next(frame, prev[0], prev[1], targets[0], affinity[0])
                 self.exact_hits += 1

@@ -147,27 +147,33 @@ class Warper:
         if held is not None:
             p[held[0]] = held[1]
 
-    def _step(self, p, prev, target, f, sweeps, prepared):
+    def _step(self, p, prev, target, f, sweeps, prepared, collide=True):
         groups, held, damping = prepared
         force = C.SPRING_K * (target - p)                              # Eq. 9
         new = p + damping[:, None] * (p - prev) + (0.5 / self.substeps ** 2) * force   # Eq. 10
         for _ in range(sweeps):
             self._sweep(new, groups, held)
-        if self.collide is not None:
+        if collide and self.collide is not None:
             new = self.collide(new, f)
         return new, p
 
     def first(self, target, start, affinity, f=0, max_steps=C.STATIC_MAX_STEPS):
-        """Frame f solved statically from the pose ``start`` (J,3) until it settles."""
+        """Frame f solved statically from the pose ``start`` (J,3) until it settles.
+
+        It settles first without collisions, then with them: a source pose that the edit put
+        inside an obstacle (a head in a lowered beam) would otherwise be pushed out through
+        the obstacle's far side and held there for the rest of the clip.
+        """
         prepared = self._prepare(f, affinity)
         tol = C.STATIC_TOLERANCE * self.body_height
         p = np.array(start, dtype=float)
-        prev = p.copy()
-        for _ in range(max_steps):
-            before = p
-            p, prev = self._step(p, prev, target, f, self.iterations, prepared)
-            if np.max(np.abs(p - before)) < tol:
-                break
+        for collide in ((False, True) if self.collide is not None else (False,)):
+            prev = p.copy()
+            for _ in range(max_steps):
+                before = p
+                p, prev = self._step(p, prev, target, f, self.iterations, prepared, collide)
+                if np.max(np.abs(p - before)) < tol:
+                    break
         if self.hinges is not None:
             p = self._limit_hinges(p, f)
         return self._glue(p)

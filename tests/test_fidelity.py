@@ -30,6 +30,21 @@ def _scene(convention, limbs, frames=40, speed=1.0, seed=0):
     return skel, roles, motion, V, T
 
 
+def _beam_scene(convention, limbs="bent", frames=40, speed=1.0, width=0.3, at=None, subdivisions=3):
+    """A convention rig under a beam 5 cm above its head (centred on the hips' mean x, or their
+    x at frame ``at``); returns skel, roles, motion, V, T (beam included), lowered V (beam 0.35 m
+    lower), the beam's vertex range."""
+    skel, roles, motion, V, T = _scene(convention, limbs, frames=frames, speed=speed)
+    top = motion[..., 2].max()
+    hips = roles.index("hips")
+    x = motion[:, hips, 0].mean() if at is None else motion[at, hips, 0]
+    beam_v, beam_t = S.box((x, 0.0, top + 0.15), (width, 3.0, 0.2), subdivisions=subdivisions)
+    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
+    lowered = V2.copy()
+    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
+    return skel, roles, motion, V2, T2, lowered, ranges[1]
+
+
 def _height(motion):
     return float(np.median(motion[..., 2].max(1) - motion[..., 2].min(1)))
 
@@ -236,14 +251,8 @@ def test_changed_shins_stand_taller_or_lower_with_feet_on_the_floor(factor):
 def test_ducking_moves_rigidly_with_the_scene(convention):
     """The ducking stage (hips down and back, spine curled) is measured on the targets: a rigid
     edit of a scene that makes the body duck moves the ducking motion rigidly."""
-    skel, roles, motion, V, T = _scene(convention, "bent")
+    skel, roles, motion, V2, T2, lowered, _ = _beam_scene(convention, at=20)
     H = _height(motion)
-    top = motion[..., 2].max()
-    x = motion[len(motion) // 2, roles.index("hips"), 0]
-    beam_v, beam_t = S.box((x, 0.0, top + 0.15), (0.3, 3.0, 0.2), subdivisions=3)
-    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
-    lowered = V2.copy()
-    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
     binding = bind(skel, motion, TriMesh(V2, T2))
     base = adapt(binding, TriMesh(lowered, T2)).positions
     assert np.abs(base - motion).max() > 0.05 * H                        # it does duck
@@ -257,13 +266,8 @@ def test_ducking_in_place_keeps_one_facing(convention):
     """A body swaying in place under a lowered beam: which way it pitches comes from the body's
     own facing, one direction for the whole clip, so the hips never jump from front to back (a
     real clip standing under a beam had its hips jump 45 cm when the facing came from the sway)."""
-    skel, roles, motion, V, T = _scene(convention, "bent", frames=90, speed=0.0)
-    top = motion[..., 2].max()
+    skel, roles, motion, V2, T2, lowered, _ = _beam_scene(convention, frames=90, speed=0.0, width=0.4)
     hips = roles.index("hips")
-    beam_v, beam_t = S.box((motion[:, hips, 0].mean(), 0.0, top + 0.15), (0.4, 3.0, 0.2), subdivisions=3)
-    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
-    lowered = V2.copy()
-    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
     P = adapt(bind(skel, motion, TriMesh(V2, T2)), TriMesh(lowered, T2)).positions
     assert motion[:, hips, 2].mean() - P[:, hips, 2].mean() > 0.05         # it ducks
     shift = P[:, hips] - motion[:, hips]
@@ -280,13 +284,9 @@ def test_ducking_folds_knees_the_clip_holds_straight(limbs):
     0.35 m: the knees fold forward as far as the crouch needs and the feet stay put. (A
     real in-place clip did this wrong twice: a knee limited to the 90° of a wrist pushed the
     ankles 5 cm into the floor, and a "hinge" learnt from its hyperextension flipped the knee.)"""
-    skel, roles, motion, V, T = _scene("rigify", limbs, frames=60, speed=0.0)
-    top = motion[..., 2].max()
+    skel, roles, motion, V2, T2, lowered, _ = _beam_scene("rigify", limbs, frames=60, speed=0.0, width=1.5,
+                                                          subdivisions=4)
     hips = roles.index("hips")
-    beam_v, beam_t = S.box((motion[:, hips, 0].mean(), 0.0, top + 0.15), (1.5, 3.0, 0.2), subdivisions=4)
-    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
-    lowered = V2.copy()
-    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
     P = adapt(bind(skel, motion, TriMesh(V2, T2)), TriMesh(lowered, T2)).positions
     assert motion[:, hips, 2].mean() - P[:, hips, 2].mean() > 0.05         # the knees must bend
     for side in ("L", "R"):
@@ -397,15 +397,9 @@ def test_a_body_standing_under_a_lowered_beam_gets_out_below_it(convention):
     """In place under a wide beam lowered into the head: the first frame settles towards its
     targets (below the beam) before collisions act; the source head inside the beam used to be
     pushed out through the beam's top and held there for the whole clip."""
-    skel, roles, motion, V, T = _scene(convention, "bent", frames=40, speed=0.0)
-    top = motion[..., 2].max()
-    hips = roles.index("hips")
-    beam_v, beam_t = S.box((motion[:, hips, 0].mean(), 0.0, top + 0.15), (1.5, 3.0, 0.2), subdivisions=3)
-    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
-    lowered = V2.copy()
-    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
+    skel, roles, motion, V2, T2, lowered, (b0, b1) = _beam_scene(convention, speed=0.0, width=1.5)
     P = adapt(bind(skel, motion, TriMesh(V2, T2)), TriMesh(lowered, T2)).positions
-    bottom = lowered[ranges[1][0]:ranges[1][1], 2].min()
+    bottom = lowered[b0:b1, 2].min()
     assert np.all(P[..., 2] <= bottom + 0.01)                  # every joint below the beam, every frame
 
 
@@ -413,13 +407,8 @@ def test_a_body_standing_under_a_lowered_beam_gets_out_below_it(convention):
 def test_ducking_starts_at_the_hips_and_keeps_the_feet(convention):
     """The ducking stage's chain starts at the hips, also under Unreal's floor-level root (which
     it took for the hips: the feet then missed the floor by 7 cm), and its legs are found."""
-    skel, roles, motion, V, T = _scene(convention, "bent", frames=90)
-    top = motion[..., 2].max()
+    skel, roles, motion, V2, T2, lowered, _ = _beam_scene(convention, frames=90, at=45)
     hips = roles.index("hips")
-    beam_v, beam_t = S.box((motion[45, hips, 0], 0.0, top + 0.15), (0.3, 3.0, 0.2), subdivisions=3)
-    V2, T2, ranges = S.merge((V, T), (beam_v, beam_t))
-    lowered = V2.copy()
-    lowered[ranges[1][0]:ranges[1][1], 2] -= 0.35
     binding = bind(skel, motion, TriMesh(V2, T2))
     rig = Rig(binding)
     assert rig.trunk.chain[0] == hips and len(rig.trunk.legs[4]) == 2

@@ -554,13 +554,11 @@ class _TrunkModel:
     untouched. The posture blends in over ``TRUNK_BLEND`` body heights of shortfall.
     """
 
-    def __init__(self, chain, below, up, forward, body_height, legs=None):
+    def __init__(self, chain, below, up, forward, body_height, legs=None, body=None):
         self.chain, self.below, self.up, self.forward = chain, below, up, forward
         self.body_height = body_height
-        # (joints (L,), source reach from the root (L,), bones from the root to each joint, their
-        # source length (L,)): the hips stay within the legs' reach of their targets.
-        self.legs = legs
-        self.body = None                    # joints that go with the hips: all but the legs' lower parts
+        self.legs = legs                    # see ``_legs``
+        self.body = body                    # joints that go with the hips: all but knees and below
 
     @classmethod
     def learn(cls, skeleton, motion, zero, rep, kids, body_height):
@@ -596,14 +594,15 @@ class _TrunkModel:
         for j, (a,) in below.items():
             carried.setdefault(a, []).append(j)
         legs = _legs(skeleton, motion, chain, rep, kids, up)
-        model = cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height, legs)
+        body = None
         if legs is not None:
             lower = {knee for _, knee, _, _ in legs[4]}
             for j in skeleton.order.tolist():
                 if skeleton.parents[j] in lower:
                     lower.add(j)
-            model.body = np.array([j for j in range(len(skeleton)) if j not in lower], np.int64)
-        return model
+            body = np.array([j for j in range(len(skeleton)) if j not in lower], np.int64)
+        return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height,
+                   legs, body)
 
     def _back_within_reach(self, hips, fwd, t, lengths):
         """(n,) the largest backward shift along ``fwd`` keeping every leg joint's target within
@@ -629,7 +628,7 @@ class _TrunkModel:
         m, t = motion, targets
         drop = np.zeros(len(t))
         down = None
-        for hip, knee, ankle, bones in self.legs[4]:
+        for hip, _, ankle, bones in self.legs[4]:
             v = t[:, hip] - t[:, ankle]
             reach = lengths[:, bones].sum(axis=1)
             over = np.einsum("fd,fd->f", v, v) > reach * reach
@@ -674,8 +673,8 @@ class _TrunkModel:
         if self.legs is not None:
             back = np.minimum(back, self._back_within_reach(hips, fwd, t, lengths[rows]))
         hips = hips - back[:, None] * fwd
-        # The source's spine, turned with the body, curled forward evenly at every spine joint
-        # until it spans the new hips-to-head distance, then swung onto that line.
+        # The source's spine, turned with the body, curled forward to a common flexion at every
+        # spine joint until it spans the new hips-to-head distance, then swung onto that line.
         shape = np.einsum("fij,fkj->fki", rot, m[:, chain] - m[:, root:root + 1])
         side = np.cross(-down, np.where(ff[:, None] > 0.5, fwd, _any_perpendicular(down)))
         shape = _curl_to(shape, side, np.linalg.norm(t[:, top] - hips, axis=-1))

@@ -73,6 +73,8 @@ BEND_MARGIN_DEGREES = 25.0
 #: A joint whose children spread (a chest) twists relative to its parent at most the source's
 #: range plus this (``skeleton.joints.TwistLimits``).
 TWIST_MARGIN_DEGREES = 15.0
+#: ... eased in over this much of the margin, so the source's own range is never touched.
+TWIST_SOFT_DEGREES = 10.0
 BEND_MIN_LIMIT_DEGREES = 45.0
 #: Limb joints beyond the trunk (wrists, ankles, fingers, toes) may always bend this far.
 LIMB_MIN_LIMIT_DEGREES = 90.0

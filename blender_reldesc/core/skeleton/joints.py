@@ -504,6 +504,16 @@ def _turn_defined(skeleton, pose, j):
     return False
 
 
+def _soft_clip(x, low, high, band):
+    """``x`` limited to [low, high], eased in over ``band`` inside each end (tanh): smooth where
+    the limit starts to act, so a twist that runs into it slows down instead of stopping dead
+    (a hard clamp flicked a hand 0.2 m/frame² on the frame it engaged). Identity inside
+    [low + band, high - band]."""
+    top, bottom = high - band, low + band
+    out = np.where(x > top, top + band * np.tanh((x - top) / band), x)
+    return np.where(x < bottom, bottom - band * np.tanh((bottom - x) / band), out)
+
+
 class TwistLimits:
     """Twist range of joints whose children spread, learnt from the source clip.
 
@@ -511,7 +521,8 @@ class TwistLimits:
     bone into the joint, measured from the clip's first frame (so a rigid edit
     of the scene leaves it unchanged). ``limit`` turns a joint's subtree back
     about that bone, keeping every bone length, where the adapted pose twists
-    beyond the source's range plus ``TWIST_MARGIN_DEGREES``.
+    beyond the source's range plus ``TWIST_MARGIN_DEGREES`` (eased in over the
+    last ``TWIST_SOFT_DEGREES`` of it).
 
     joints, parents : (T,) int; axis : (T,3) unit incoming bone at the first
     frame; low, high : (T,) degrees; below : list of (K,) int, each joint's
@@ -576,7 +587,7 @@ class TwistLimits:
         ``held`` (n,J) bool: a frame where the subtree holds a pinned joint is left alone."""
         for t, (j, p) in enumerate(zip(self.joints.tolist(), self.parents.tolist())):
             tau = self.twist(skeleton, positions)[:, t]
-            excess = tau - np.clip(tau, self.low[t], self.high[t])
+            excess = tau - _soft_clip(tau, self.low[t], self.high[t], C.TWIST_SOFT_DEGREES)
             if held is not None:
                 excess[held[:, self.below[t]].any(axis=1)] = 0.0
             rows = np.flatnonzero(np.abs(excess) > 1e-9)

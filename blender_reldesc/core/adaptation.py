@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -197,7 +198,7 @@ class Rig:
             # found): a duck or a raised floor folds them further than the clip ever does.
             free = set() if found is None else set(found.triples[:, 1].tolist())
             if trunk is not None and trunk.legs is not None:
-                free |= {knee for _, knee, _, _ in trunk.legs[4] if modes.get(knee) != "OFF"}
+                free |= {knee for _, knee, _, _ in trunk.legs.chains if modes.get(knee) != "OFF"}
             binding._joint_models[key] = (found, BendLimits.learn(skeleton, motion, zero, sorted(free)), trunk,
                                           TwistLimits.learn(skeleton, motion, zero))
         self.hinges, self.limits, self.trunk, self.twists = binding._joint_models[key]
@@ -401,16 +402,22 @@ class Collisions:
         return p
 
 
-def _legs(skeleton, motion, chain, rep, kids, up):
-    """The legs below the trunk's root, or None.
+class _Legs(NamedTuple):
+    """The legs below the trunk's root (``_legs``)."""
 
-    Returns (feet (L,), reach (L,), paths, along (L,), legs): feet are the joints hanging below
-    the root off the chain at least ``FOOT_PATH_FRACTION`` of the longest leg path from it
-    (ankles and toes, not knees); reach, how far from the root the source ever holds each;
-    paths and along, the bones from the root to each and their source length (to scale the
-    reach with new lengths); legs, (hip joint, knee, ankle, bones from the hip joint to the
-    ankle) per leg: the ankle is a leg's first foot joint, the knee the joint halfway down the
-    bones from the hip joint to it."""
+    feet: np.ndarray      # (L,) joints hanging below the root, far down their leg (ankles, toes)
+    reach: np.ndarray     # (L,) how far from the root the source ever holds each
+    paths: list           # the bones from the root to each foot joint...
+    along: np.ndarray     # (L,) ...and their source length (to scale the reach with new lengths)
+    chains: list          # per leg (hip joint, knee, ankle, bones from the hip joint to the ankle)
+
+
+def _legs(skeleton, motion, chain, rep, kids, up):
+    """The legs below the trunk's root (``_Legs``), or None.
+
+    Feet are the joints hanging below the root off the chain at least ``FOOT_PATH_FRACTION``
+    of the longest leg path from it (ankles and toes, not knees). Per leg, the ankle is its
+    first foot joint and the knee the joint halfway down the bones from the hip joint to it."""
     root = chain[0]
     on = set(chain.tolist())
     height = np.einsum("fjd,d->fj", motion, up)
@@ -438,7 +445,7 @@ def _legs(skeleton, motion, chain, rep, kids, up):
         run = np.cumsum(mean[path[1:]])
         at = 1 + int(np.argmin(np.abs(run[:-1] - run[-1] / 2)))
         legs.append((path[0], path[at], j, path[1:]))
-    return joints, reach, paths, along, legs
+    return _Legs(joints, reach, paths, along, legs)
 
 
 def _facing(skeleton, motion, chain, rep, kids, up, body_height):
@@ -596,7 +603,7 @@ class _TrunkModel:
         legs = _legs(skeleton, motion, chain, rep, kids, up)
         body = None
         if legs is not None:
-            lower = {knee for _, knee, _, _ in legs[4]}
+            lower = {knee for _, knee, _, _ in legs.chains}
             for j in skeleton.order.tolist():
                 if skeleton.parents[j] in lower:
                     lower.add(j)
@@ -607,7 +614,7 @@ class _TrunkModel:
     def _back_within_reach(self, hips, fwd, t, lengths):
         """(n,) the largest backward shift along ``fwd`` keeping every leg joint's target within
         the source's reach of the hips (scaled with the leg's bone lengths)."""
-        joints, reach, paths, src, _ = self.legs
+        joints, reach, paths, src = self.legs.feet, self.legs.reach, self.legs.paths, self.legs.along
         now = np.stack([lengths[:, p].sum(axis=1) for p in paths], axis=1)             # (n,L)
         r = reach[None] * now / np.maximum(src[None], 1e-300)
         d = hips[:, None] - t[:, joints]                                               # (n,L,3)
@@ -623,12 +630,12 @@ class _TrunkModel:
         terrain's mean, and the foot on the lower side could only hang. Weighted by the ankle's
         affinity, so a swinging foot does not pull the body down. A reachable foot (any edit
         that keeps the legs' reach, a rigid edit, no edit) changes nothing."""
-        if self.legs is None or not self.legs[4]:
+        if self.legs is None or not self.legs.chains:
             return
         m, t = motion, targets
         drop = np.zeros(len(t))
         down = None
-        for hip, _, ankle, bones in self.legs[4]:
+        for hip, _, ankle, bones in self.legs.chains:
             v = t[:, hip] - t[:, ankle]
             reach = lengths[:, bones].sum(axis=1)
             over = np.einsum("fd,fd->f", v, v) > reach * reach
@@ -689,7 +696,7 @@ class _TrunkModel:
         w = np.clip(deficit / (C.TRUNK_BLEND * H), 0.0, 1.0)[:, None]
         w = w * w * (3 - 2 * w)                                   # smooth onset: no pop at the threshold
         if self.legs is not None:
-            for hip, _, _, _ in self.legs[4]:                   # the hip joints go with the pelvis
+            for hip, _, _, _ in self.legs.chains:                   # the hip joints go with the pelvis
                 t[:, hip] += w * (hips - t[:, root])
         old = t[:, chain[:-1]].copy()
         t[:, chain[:-1]] = (1 - w[..., None]) * old + w[..., None] * new[:, :-1]
@@ -725,7 +732,10 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     pins : None or (F,J,3) float, positional constraints, NaN where free.
     collisions : push joints out of the environment along the closest normal.
     solver_options : optional dict of ``solvers.Warper`` settings (substeps,
-        iterations, final_iterations, feed_forward).
+        iterations, final_iterations, feed_forward); ``limits=None`` switches
+        the joint limits off (bend and twist), ``hinges=None`` the hinge
+        reflection, ``share_compression=False`` the ducking stage (on by
+        default).
     progress : optional callable ``(done, total)``; returning False cancels.
     hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found
         from the motion (AUTO); ON forces a joint to be a hinge, OFF never.
@@ -818,7 +828,7 @@ class LiveSession:
         sig = self._signature(frame, vertices)
         hit = self._solved.get(frame)
         if hit is not None:
-            return self.rig.finish(hit[0][None], [frame])[0]
+            return hit[2].copy()
         mesh, collide = self._environment(vertices, sig)
         if self._warper is None:
             self._warper = self.rig.warper()
@@ -834,15 +844,21 @@ class LiveSession:
             else:
                 p = warper.next(frame, prev[0], prev[1], targets[0], affinity[0])
                 self.exact_hits += 1
-            self._solved[frame] = (p, targets[0])
-            return self.rig.finish(p[None], [frame])[0]
+            return self._keep(frame, p, targets[0])
         start = max(0, frame - self.window)
         frames = np.arange(start, frame + 1)
         targets, affinity = self.rig.targets(mesh, frames)
         if collide is not None:
             collide.set_targets(frames, targets)
-        p = warper.first(targets[0], targets[0], affinity[0], f=start, max_steps=self.static_steps)
+        p = warper.first(targets[0], targets[0], affinity[0], f=start, max_steps=self.static_steps,
+                         free_first=False)
         for i in range(1, len(frames)):
             p = warper.next(int(frames[i]), p, targets[i - 1], targets[i], affinity[i])
-        self._solved[frame] = (p, targets[-1])
-        return self.rig.finish(p[None], [frame])[0]
+        return self._keep(frame, p, targets[-1])
+
+    def _keep(self, frame, solved, target):
+        """Cache frame's raw solve (the next frame starts from it), its target and its finished
+        pose (what is shown: twist limits and exact lengths are not redone on every redraw)."""
+        finished = self.rig.finish(solved[None], [frame])[0]
+        self._solved[frame] = (solved, target, finished)
+        return finished

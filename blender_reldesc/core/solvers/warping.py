@@ -157,17 +157,19 @@ class Warper:
             new = self.collide(new, f)
         return new, p
 
-    def first(self, target, start, affinity, f=0, max_steps=C.STATIC_MAX_STEPS):
+    def first(self, target, start, affinity, f=0, max_steps=C.STATIC_MAX_STEPS, free_first=True):
         """Frame f solved statically from the pose ``start`` (J,3) until it settles.
 
-        It settles first without collisions, then with them: a source pose that the edit put
-        inside an obstacle (a head in a lowered beam) would otherwise be pushed out through
-        the obstacle's far side and held there for the rest of the clip.
+        With ``free_first`` it settles first without collisions, then with them: a source pose
+        that the edit put inside an obstacle (a head in a lowered beam) would otherwise be
+        pushed out through the obstacle's far side and held there for the rest of the clip.
+        A start at the targets needs no such first pass.
         """
         prepared = self._prepare(f, affinity)
         tol = C.STATIC_TOLERANCE * self.body_height
         p = np.array(start, dtype=float)
-        for collide in ((False, True) if self.collide is not None else (False,)):
+        stages = (True,) if self.collide is None or not free_first else (False, True)
+        for collide in stages:
             prev = p.copy()
             for _ in range(max_steps):
                 before = p

@@ -1,4 +1,4 @@
-"""Projection onto coverages, closest points and the spatial grid against brute force."""
+"""Projection onto coverages, closest points, the spatial grid and the box tree against brute force."""
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from blender_reldesc.core.geometry import (closest_point_on_triangles, normalize, project_to_coverage,
                                            vertex_normals)
 from blender_reldesc.core.geometry import CoverageIndex
-from blender_reldesc.core.geometry import BoxGrid
+from blender_reldesc.core.geometry import BoxGrid, BoxTree, Collider
 
 
 def _triangle_with_normals(rng, spread):
@@ -96,6 +96,64 @@ def test_box_grid_matches_brute_force():
     assert set(zip(pt.tolist(), box.tolist())) == want
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 700), leaf=st.sampled_from([1, 2, 8]))
+def test_box_tree_matches_brute_force(seed, count, leaf):
+    # Boxes of very different sizes (a tree must not care), points inside, outside and on
+    # box faces; both the stabbing query and the within-radius query.
+    rng = np.random.default_rng(seed)
+    lo = rng.uniform(-5, 5, size=(count, 3))
+    hi = lo + rng.exponential(0.8, size=(count, 3)) * rng.choice([0.01, 1.0, 10.0], size=(count, 1))
+    pts = np.concatenate([rng.uniform(-6, 7, size=(300, 3)), lo[:50], hi[:50]])
+    tree = BoxTree(lo, hi, leaf_size=leaf)
+    pt, box = tree.query(pts)
+    inside = np.all((pts[:, None] >= lo[None]) & (pts[:, None] <= hi[None]), axis=-1)
+    assert set(zip(pt.tolist(), box.tolist())) == set(zip(*np.nonzero(inside)))
+    assert np.all(np.diff(pt) >= 0)
+    radius = rng.uniform(0, 1.5, size=len(pts))
+    pt, box = tree.query(pts, radius)
+    gap = np.maximum(np.maximum(lo[None] - pts[:, None], pts[:, None] - hi[None]), 0.0)
+    near = np.einsum("pbk,pbk->pb", gap, gap) <= radius[:, None] ** 2
+    assert set(zip(pt.tolist(), box.tolist())) == set(zip(*np.nonzero(near)))
+
+
+def test_box_tree_of_nothing_finds_nothing():
+    pt, box = BoxTree(np.zeros((0, 3)), np.zeros((0, 3))).query(np.zeros((4, 3)))
+    assert pt.size == 0 and box.size == 0
+
+
+def test_collider_finds_the_closest_triangle_of_a_fine_mesh_like_brute_force():
+    # A finely cut wavy sheet (small triangles, a band many triangles wide): the search that
+    # starts near each point and widens only when needed returns the same triangle as
+    # testing every triangle in the band.
+    rng = np.random.default_rng(11)
+    n = 40
+    xs = np.linspace(0, 2, n + 1)
+    X, Y = np.meshgrid(xs, xs, indexing="ij")
+    verts = np.stack([X, Y, 0.1 * np.sin(3 * X) * np.cos(2 * Y)], -1).reshape(-1, 3)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    a = (i * (n + 1) + j).ravel()
+    tris = np.concatenate([np.stack([a, a + n + 1, a + n + 2], 1), np.stack([a, a + n + 2, a + 1], 1)])
+    valid = np.ones(len(tris), bool)
+    normals = vertex_normals(verts, tris, valid, np.arange(len(verts)))
+    band = 0.3
+    pts = np.column_stack([rng.uniform(-0.3, 2.3, 400), rng.uniform(-0.3, 2.3, 400), rng.uniform(-0.5, 0.5, 400)])
+    sd, normal, tri, bary = Collider(verts, normals, tris, valid, band).closest(pts)
+    corners = verts[tris]
+    for k in range(len(pts)):
+        b = closest_point_on_triangles(np.broadcast_to(pts[k], (len(tris), 3)), *(corners[:, c] for c in range(3)))
+        d = np.linalg.norm(np.einsum("tc,tcd->td", b, corners) - pts[k], axis=1)
+        lo, hi = corners.min(axis=1) - pts[k], pts[k] - corners.max(axis=1)
+        gap = np.maximum(np.maximum(lo, hi), 0.0)
+        candidates = np.einsum("tk,tk->t", gap, gap) <= band * band
+        if not candidates.any():
+            assert np.isinf(sd[k]) and tri[k] == -1
+            continue
+        best = np.flatnonzero(candidates)[np.argmin(d[candidates])]
+        assert abs(abs(sd[k]) - d[best]) < 1e-12
+        assert np.isclose(d[tri[k]], d[best], atol=1e-12)
+
+
 def test_coverage_index_matches_brute_force_over_all_triangles():
     rng = np.random.default_rng(4)
     xs = np.linspace(0, 3, 13)
@@ -121,3 +179,82 @@ def test_coverage_index_matches_brute_force_over_all_triangles():
     want = set(zip(np.repeat(np.arange(P), T)[inside].tolist(), tt[inside].tolist()))
     assert set(zip(pt.tolist(), tri.tolist())) == want
     assert len(want) > P // 2
+
+
+def _coverage_brute_force(verts, tris, normals, pts, max_distance):
+    P, T = len(pts), len(tris)
+    pp = np.repeat(pts, T, axis=0)
+    tt = np.tile(np.arange(T), P)
+    b, _, inside = project_to_coverage(pp, verts[tris[tt]], normals[tris[tt]], 1e-9)
+    foot = np.einsum("kc,kcd->kd", b, verts[tris[tt]])
+    inside &= np.linalg.norm(pp - foot, axis=1) <= max_distance
+    return set(zip(np.repeat(np.arange(P), T)[inside].tolist(), tt[inside].tolist()))
+
+
+def test_coverage_index_on_a_thin_box_and_a_steep_fine_slope_matches_brute_force():
+    # Patches of triangles whose normals cancel (the two faces of a thin wall) and thin
+    # coverage columns leaning across every world axis (a fine, steep, twisted slope): the
+    # boxes in the surface's own frame must never lose a triangle.
+    from blender_reldesc.core import synthetic as S
+    from blender_reldesc.core.geometry import TriMesh
+    rng = np.random.default_rng(5)
+    wall = TriMesh(*S.box((0, 0, 1.0), (2.0, 0.02, 2.0), subdivisions=6))
+    n = 30
+    xs = np.linspace(0, 1.5, n + 1)
+    X, Y = np.meshgrid(xs, xs, indexing="ij")
+    Z = 0.6 * X + 0.4 * Y + 0.08 * np.sin(5 * X) * np.cos(4 * Y)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    a = (i * (n + 1) + j).ravel()
+    slope = TriMesh(np.stack([X, Y, Z], -1).reshape(-1, 3),
+                    np.concatenate([np.stack([a, a + n + 1, a + n + 2], 1), np.stack([a, a + n + 2, a + 1], 1)]))
+    for mesh, lo, hi in ((wall, (-1.2, -0.6, -0.2), (1.2, 0.6, 2.2)), (slope, (0, 0, 0), (1.5, 1.5, 2.5))):
+        pts = rng.uniform(lo, hi, size=(300, 3))
+        normals = mesh.normals()
+        index = CoverageIndex(mesh.vertices, normals, mesh.triangles, mesh.valid, max_distance=1.0)
+        pt, tri, _, _ = index.query(pts, 1e-9)
+        want = _coverage_brute_force(mesh.vertices, mesh.triangles, normals, pts, 1.0)
+        assert set(zip(pt.tolist(), tri.tolist())) == want
+        assert len(want) > 50
+        assert np.all(np.diff(pt) >= 0)
+
+
+def test_geodesic_searches_agree_with_dijkstra():
+    # A* (and the greedy straight walk, which may only say "near") against scipy's Dijkstra
+    # on the edge graph of a bumpy grid with a slit cut into it (paths must go round).
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+    from blender_reldesc.core import synthetic as S
+    from blender_reldesc.core.geometry import TriMesh
+    from blender_reldesc.core.descriptors.sampling import GeodesicSampler
+    rng = np.random.default_rng(7)
+    verts, tris = S.grid(2.0, 2.0, 24, 24, height=S.hills(0.15, 1.0))
+    centre = verts[tris].mean(axis=1)
+    slit = (np.abs(centre[:, 0] - 1.0) < 0.05) & (centre[:, 1] > 0.4)
+    mesh = TriMesh(verts, tris[~slit])
+    sampler = GeodesicSampler(mesh.vertices, mesh.triangles, mesh.valid, mesh.weld)
+    indptr = np.asarray(sampler._indptr)
+    graph = csr_matrix((np.asarray(sampler._len), np.asarray(sampler._nbr), indptr),
+                       shape=(len(verts), len(verts)))
+    T = mesh.triangle_count
+    agree = near = 0
+    for _ in range(150):
+        t, u = rng.integers(T), rng.dirichlet(np.ones(3))
+        c = u @ mesh.vertices[mesh.triangles[t]]
+        targets = []
+        for _ in range(rng.integers(1, 4)):
+            tt = int(rng.integers(T))
+            targets.append((tt, tuple((rng.dirichlet(np.ones(3)) @ mesh.vertices[mesh.triangles[tt]]).tolist())))
+        limit = float(rng.uniform(0.05, 1.5))
+        starts = mesh.weld[mesh.triangles[t]]
+        dist = dijkstra(graph, indices=starts, limit=np.inf).T + np.linalg.norm(mesh.vertices[starts] - c, axis=1)
+        dist = dist.min(axis=1)                                           # (V,) from the point c
+        best = min(dist[w] + np.linalg.norm(mesh.vertices[w] - np.asarray(p))
+                   for tt, p in targets for w in mesh.weld[mesh.triangles[tt]])
+        got = sampler._within(tuple(c.tolist()), t, targets, limit)
+        assert got == (best <= limit)
+        for target in targets:
+            if sampler._straight(tuple(c.tolist()), t, target, limit):
+                assert got
+        agree += 1
+        near += got
+    assert 20 < near < 130

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -19,7 +20,9 @@ class GeodesicSampler:
     welded edge graph (Dijkstra, cut off at r). Cheap certificates avoid most
     graph searches: no descriptor within Euclidean distance r means none
     within geodesic distance r; a descriptor on the same triangle, or reached
-    through a shared vertex within r, is within geodesic distance r.
+    through a shared vertex within r, is within geodesic distance r; so is one
+    reached by a greedy walk along the edges within r (``_straight``). The
+    remaining cases search the graph with A* (``_within``).
     """
 
     def __init__(self, vertices, triangles, valid, weld):
@@ -29,28 +32,97 @@ class GeodesicSampler:
         self._indptr = indptr.tolist()
         self._nbr = nbr.tolist()
         self._len = length.tolist()
+        self._xyz = [tuple(x) for x in vertices.tolist()]
         self.graph_searches = 0
 
-    def _geodesic_from(self, point, tri, limit):
-        """Dijkstra distances from a surface point on triangle ``tri`` up to ``limit``."""
-        dist = {}
-        heap = []
+    def _straight(self, point, tri, target, limit):
+        """True if a path found greedily (each step to the neighbour nearest the target) reaches
+        the target within ``limit``. A path found is a proof; not finding one proves nothing
+        (``_within`` decides then). On a smooth surface the greedy path is nearly straight."""
+        verts = self._xyz
+        t_tri, (a, b, c) = target
+        goal = set(self.wtri[t_tri].tolist())
+        cx, cy, cz = point
+
+        def to_target(v):
+            x, y, z = verts[v]
+            return math.sqrt((x - a) ** 2 + (y - b) ** 2 + (z - c) ** 2)
+
+        best = None
         for v in self.wtri[tri].tolist():
-            d0 = float(np.linalg.norm(self.vertices[v] - point))
-            heapq.heappush(heap, (d0, v))
+            x, y, z = verts[v]
+            g = math.sqrt((x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2)
+            if best is None or g + to_target(v) < best[0] + best[2]:
+                best = (g, v, to_target(v))
+        g, v, left = best
         indptr, nbr, length = self._indptr, self._nbr, self._len
+        while g + left <= limit:
+            if v in goal:
+                return True
+            step = None
+            for e in range(indptr[v], indptr[v + 1]):
+                d = to_target(nbr[e])
+                if d < left and (step is None or d < step[2]):
+                    step = (e, nbr[e], d)
+            if step is None:
+                return False
+            g, v, left = g + length[step[0]], step[1], step[2]
+        return False
+
+    def _within(self, point, tri, targets, limit):
+        """True if some target is within ``limit`` of a surface point on triangle ``tri``
+        along the edge graph: a path to a vertex w of the target's triangle, plus |w - target|.
+
+        A* towards the nearest target (heuristic: the straight-line distance, which never
+        overestimates and grows by at most an edge's length along an edge), so the search
+        follows a narrow corridor instead of flooding the whole ball of radius ``limit``:
+        the same answer as Dijkstra's distances, at a cost that grows with limit / edge
+        length instead of its square.
+        """
+        verts = self._xyz
+        goals = {}                                     # vertex -> target points it leads to
+        for t_tri, (px, py, pz) in targets:
+            for v in self.wtri[t_tri].tolist():
+                goals.setdefault(v, []).append((px, py, pz))
+        tx = [t[1] for t in targets]
+
+        def h(v):
+            x, y, z = verts[v]
+            return min(math.sqrt((x - a) ** 2 + (y - b) ** 2 + (z - c) ** 2) for a, b, c in tx)
+
+        best = {}
+        heap = []
+        cx, cy, cz = point
+        for v in self.wtri[tri].tolist():
+            x, y, z = verts[v]
+            d0 = math.sqrt((x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2)
+            if d0 < best.get(v, math.inf):
+                best[v] = d0
+                heapq.heappush(heap, (d0 + h(v), d0, v))
+        indptr, nbr, length = self._indptr, self._nbr, self._len
+        done = set()
         while heap:
-            d, v = heapq.heappop(heap)
-            if v in dist or d > limit:
+            f, d, v = heapq.heappop(heap)
+            if f > limit:
+                return False                           # every remaining path is longer
+            if v in done:
                 continue
-            dist[v] = d
+            done.add(v)
+            here = goals.get(v)
+            if here is not None:
+                x, y, z = verts[v]
+                for a, b, c in here:
+                    if d + math.sqrt((x - a) ** 2 + (y - b) ** 2 + (z - c) ** 2) <= limit:
+                        return True
             for e in range(indptr[v], indptr[v + 1]):
                 w = nbr[e]
-                if w not in dist:
-                    nd = d + length[e]
-                    if nd <= limit:
-                        heapq.heappush(heap, (nd, w))
-        return dist
+                nd = d + length[e]
+                if w not in done and nd < best.get(w, math.inf):
+                    hw = h(w)
+                    if nd + hw <= limit:
+                        best[w] = nd
+                        heapq.heappush(heap, (nd + hw, nd, w))
+        return False
 
     def sample(self, tri, positions, radii):
         """Indices of the adopted candidates, in candidate order.
@@ -99,12 +171,12 @@ class GeodesicSampler:
                    + np.linalg.norm(self.vertices[v] - P[near[m]], axis=-1))
             if np.any(via <= r):
                 return False
-        self.graph_searches += 1
         limit = r * C.GRAPH_SLACK
-        dist = self._geodesic_from(c, t, limit)
-        for m, i in enumerate(near):
-            for v in dv[m].tolist():
-                dvtx = dist.get(v)
-                if dvtx is not None and dvtx + np.linalg.norm(self.vertices[v] - P[i]) <= limit:
-                    return False
-        return True
+        start = tuple(c.tolist())
+        targets = [(int(T[i]), tuple(P[i].tolist())) for i in near]
+        targets.sort(key=lambda tp: sum((a - b) ** 2 for a, b in zip(tp[1], start)))
+        for target in targets:
+            if self._straight(start, t, target, limit):
+                return False
+        self.graph_searches += 1
+        return not self._within(start, t, targets, limit)

@@ -54,7 +54,10 @@ class TriMesh:
         rest = v[0] if v.ndim == 3 else v
         self.scale = float(np.linalg.norm(rest.max(axis=0) - rest.min(axis=0))) or 1.0
         keys = np.round(rest / (C.WELD_TOLERANCE * self.scale)).astype(np.int64)
-        _, self.weld = np.unique(keys, axis=0, return_inverse=True)
+        order = np.lexsort(keys.T[::-1])                          # rows sorted, then grouped: a fast unique
+        step = np.r_[True, np.any(keys[order[1:]] != keys[order[:-1]], axis=1)]
+        self.weld = np.empty(len(keys), np.int64)
+        self.weld[order] = np.cumsum(step) - 1
         self.weld = self.weld.reshape(-1)
         # A representative vertex index per welded group.
         rep = np.zeros(self.weld.max() + 1, np.int64)

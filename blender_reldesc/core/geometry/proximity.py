@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import constants as C
 from .triangles import closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage
-from .spatial import BoxGrid
+from .spatial import BoxTree, _morton, expand_ranges
 
 
 class CoverageIndex:
@@ -16,8 +16,18 @@ class CoverageIndex:
     surfaces swept by its vertex normals (paper Fig. 4). It is capped at
     ``max_distance`` from the surface: a point ``x(b) + h n(b)`` of the capped
     coverage is a convex combination of the segments ``[x_k, x_k + H n_k]``,
-    so the bounding box of those six points bounds it, and a grid over these
-    boxes finds the candidate triangles of each point.
+    so any box around those six points bounds it.
+
+    On a finely cut sloping surface the coverage of one triangle is a thin
+    column leaning with the slope, and its world-axis box is many times wider
+    than the column: a point would fall in thousands of boxes. So boxes are
+    taken in the surface's own frame. Triangles are grouped into patches of
+    ``PATCH`` neighbours (Z-order of their centres); each patch gets a box in
+    the frame of its mean normal, cut into slabs of height about as tall as the
+    patch is wide, whose world boxes go into a bounding-volume hierarchy. A query finds the patches, then
+    tests each of their triangles against its box in the triangle's own frame,
+    and only the triangles left go through the Newton projection. The work per
+    query grows with the patches near a point, not with how fine the mesh is.
 
     Parameters
     ----------
@@ -26,22 +36,85 @@ class CoverageIndex:
     max_distance : float, largest joint-to-surface distance that counts.
     """
 
+    #: Triangles per patch.
+    PATCH = 16
+    #: At most this many slabs of height per patch (each about as tall as the patch is wide).
+    MAX_SLABS = 8
+
     def __init__(self, vertices, normals, triangles, valid, max_distance):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
         self.max_distance = max_distance
-        self.tri_ids = np.flatnonzero(valid)
-        tri = triangles[self.tri_ids]
+        tri_ids = np.flatnonzero(valid)
+        tri = triangles[tri_ids]
         fn, _ = face_normals(vertices, tri)
         corner_n = normals[tri]                                    # (T,3,3)
         # |n(b)| >= min_k n_k . n_f, so h <= max_distance / that bound.
         cos = np.clip(np.min(np.einsum("tkd,td->tk", corner_n, fn), axis=1), 0.2, 1.0)
-        reach = (max_distance / cos)[:, None, None]
-        pts = np.concatenate([vertices[tri], vertices[tri] + reach * corner_n], axis=1)
-        lo, hi = pts.min(axis=1), pts.max(axis=1)
+        reach = max_distance / cos
+        pts = np.concatenate([vertices[tri], vertices[tri] + reach[:, None, None] * corner_n], axis=1)
         # Pad by the coverage test's own slack, so a joint exactly above an
-        # edge (common on grids) is not lost to rounding at the box boundary.
-        pad = (C.BARY_TOLERANCE * (hi - lo).max(axis=1) + 1e-12 * max_distance)[:, None]
-        self.grid = BoxGrid(lo - pad, hi + pad)
+        # edge (common on grids) is not lost to rounding at a box boundary.
+        pad = C.BARY_TOLERANCE * (pts.max(axis=1) - pts.min(axis=1)).max(axis=1) + 1e-12 * max_distance
+        # Patches: consecutive triangles along a Z-order curve of their centres.
+        centre = vertices[tri].mean(axis=1)
+        lo = centre.min(axis=0)
+        span = max(float((centre.max(axis=0) - lo).max()), 1e-300)
+        cells = np.clip(((centre - lo) / span * 1023.0).astype(np.int64), 0, 1023)
+        order = np.argsort(_morton(cells.T), kind="stable")
+        self.tri_ids = tri_ids[order]
+        fn, pts, pad = fn[order], pts[order], pad[order]
+        # Each triangle's box in its own frame (first edge, in-plane normal to it, face normal).
+        first = vertices[tri[order, 0]]
+        e1 = normalize(vertices[tri[order, 1]] - first)
+        self.origin = first
+        self.frame = np.stack([e1, np.cross(fn, e1), fn], axis=1)            # (T,3,3) rows
+        local = np.einsum("tij,tkj->tki", self.frame, pts - first[:, None])
+        self.local_lo = local.min(axis=1) - pad[:, None]
+        self.local_hi = local.max(axis=1) + pad[:, None]
+        # Each patch's box in the frame of its mean normal, cut into slabs of height.
+        T = len(self.tri_ids)
+        starts = np.arange(0, T, self.PATCH)
+        self.patch_start = starts
+        self.patch_count = np.diff(np.r_[starts, T])
+        pn = np.add.reduceat(fn, starts)
+        flat = np.linalg.norm(pn, axis=1) < 1e-6 * self.patch_count     # normals that cancel (a thin wall)
+        pn = normalize(np.where(flat[:, None], [[0.0, 0.0, 1.0]], pn))   # any frame bounds the patch
+        helper = np.where(np.abs(pn[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
+        u = normalize(np.cross(pn, helper))
+        pframe = np.stack([u, np.cross(pn, u), pn], axis=1)                  # (Pt,3,3)
+        patch = np.repeat(np.arange(len(starts)), self.patch_count)
+        plocal = np.einsum("tij,tkj->tki", pframe[patch], pts)               # about the origin
+        plo = np.minimum.reduceat(plocal.min(axis=1) - pad[:, None], starts)
+        phi = np.maximum.reduceat(plocal.max(axis=1) + pad[:, None], starts)
+        self.patch_frame, self.patch_lo, self.patch_hi = pframe, plo, phi
+        width = np.maximum((phi - plo)[:, :2].max(axis=1), 1e-300)
+        slabs = np.clip(np.ceil((phi - plo)[:, 2] / width), 1, self.MAX_SLABS).astype(np.int64)
+        owner, part = expand_ranges(np.zeros(len(starts), np.int64), slabs)
+        z = plo[owner, 2:] + (part[:, None] + np.arange(2)) / slabs[owner, None] * (phi - plo)[owner, 2:]
+        corner = np.stack(np.meshgrid([0, 1], [0, 1], [0, 1], indexing="ij"), -1).reshape(8, 3)
+        box_lo = np.stack([plo[owner, 0], plo[owner, 1], z[:, 0]], axis=1)
+        box_hi = np.stack([phi[owner, 0], phi[owner, 1], z[:, 1]], axis=1)
+        local_corners = np.where(corner[None] == 1, box_hi[:, None], box_lo[:, None])     # (S,8,3)
+        world = np.einsum("sji,skj->ski", pframe[owner], local_corners)        # frame rows -> world
+        self.slab_owner = owner
+        self.tree = BoxTree(world.min(axis=1), world.max(axis=1))
+
+    def _candidates(self, points):
+        """(point, triangle slot) pairs whose boxes (patch's, then triangle's) hold the point."""
+        pt, slab = self.tree.query(points)
+        patch = self.slab_owner[slab]
+        if not len(pt):
+            return pt, patch
+        key = np.unique(pt * len(self.patch_start) + patch)           # a point in two slabs of a patch
+        pt, patch = key // len(self.patch_start), key % len(self.patch_start)
+        local = np.einsum("kij,kj->ki", self.patch_frame[patch], points[pt])
+        fits = np.all((local >= self.patch_lo[patch]) & (local <= self.patch_hi[patch]), axis=1)
+        pt, patch = pt[fits], patch[fits]
+        row, slot = expand_ranges(self.patch_start[patch], self.patch_count[patch])
+        pt = pt[row]
+        local = np.einsum("kij,kj->ki", self.frame[slot], points[pt] - self.origin[slot])
+        fits = np.all((local >= self.local_lo[slot]) & (local <= self.local_hi[slot]), axis=1)
+        return pt[fits], slot[fits]
 
     def query(self, points, tolerance):
         """Proximity points of ``points`` (P,3).
@@ -50,8 +123,11 @@ class CoverageIndex:
         one row per (point, triangle) whose capped coverage holds the point,
         sorted by point. ``distance`` is the joint-to-proximity-point length.
         """
-        pt, box = self.grid.query(points)
-        tri = self.tri_ids[box]
+        points = np.asarray(points, dtype=float).reshape(-1, 3)
+        pt, slot = self._candidates(points)
+        tri = self.tri_ids[slot]
+        order = np.lexsort((tri, pt))
+        pt, tri = pt[order], tri[order]
         corners = self.vertices[self.triangles[tri]]
         normals = self.normals[self.triangles[tri]]
         bary, _, inside = project_to_coverage(points[pt], corners, normals, tolerance)
@@ -66,33 +142,42 @@ class Collider:
 
     The sign is taken against the interpolated vertex normal at the closest
     point, which is well defined at edges and vertices (a pseudo-normal).
+
+    The closest triangle is searched in a bounding-volume hierarchy of the
+    triangles, first within ``band / SEARCH_SHRINK`` of each point and then,
+    for the points that found nothing that close, within the distance of the
+    best triangle found or the whole band. A triangle closer than the best one
+    found has its box within that distance too, so the result is exact, while a
+    point near a finely cut surface tests the few triangles around it rather
+    than every triangle in the band.
     """
+
+    #: The first search radius is the band divided by this.
+    SEARCH_SHRINK = 8.0
 
     def __init__(self, vertices, normals, triangles, valid, band):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
+        self.band = float(band)
         self.tri_ids = np.flatnonzero(valid)
         corners = vertices[triangles[self.tri_ids]]
-        self.grid = BoxGrid(corners.min(axis=1) - band, corners.max(axis=1) + band)
+        self.tree = BoxTree(corners.min(axis=1), corners.max(axis=1))
 
     def signed_distance(self, points):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf."""
         sd, normal, _, _ = self.closest(points)
         return sd, normal
 
-    def closest(self, points):
-        """``sd (P,), normal (P,3), triangle (P,), bary (P,3)`` of the closest surface point.
-
-        Points with no surface within the band get sd = +inf and triangle -1.
-        """
-        points = np.asarray(points, dtype=float)
+    def _nearest(self, points, radius):
+        """Per point the closest triangle among those whose box is within ``radius`` (P,):
+        ``distance (P,)`` (inf where none), ``triangle id (P,)``, ``bary (P,3)``, foot (P,3)."""
         P = len(points)
-        sd = np.full(P, np.inf)
-        normal = np.zeros((P, 3))
+        best = np.full(P, np.inf)
         tri_out = np.full(P, -1)
         bary_out = np.zeros((P, 3))
-        pt, box = self.grid.query(points)
+        foot_out = np.zeros((P, 3))
+        pt, box = self.tree.query(points, radius)
         if pt.size == 0:
-            return sd, normal, tri_out, bary_out
+            return best, tri_out, bary_out, foot_out
         tri_id = self.tri_ids[box]
         tri = self.triangles[tri_id]
         a, b, c = (self.vertices[tri[:, k]] for k in range(3))
@@ -101,13 +186,32 @@ class Collider:
         dist = np.linalg.norm(points[pt] - foot, axis=-1)
         order = np.lexsort((dist, pt))
         first = order[np.r_[True, pt[order][1:] != pt[order][:-1]]]
-        n = normalize(np.einsum("kc,kcd->kd", bary[first], self.normals[tri[first]]))
-        rel = points[pt[first]] - foot[first]
-        sign = np.where(dot(rel, n) < 0, -1.0, 1.0)
-        sd[pt[first]] = sign * dist[first]
-        normal[pt[first]] = n
-        tri_out[pt[first]] = tri_id[first]
-        bary_out[pt[first]] = bary[first]
+        who = pt[first]
+        best[who], tri_out[who], bary_out[who], foot_out[who] = dist[first], tri_id[first], bary[first], foot[first]
+        return best, tri_out, bary_out, foot_out
+
+    def closest(self, points):
+        """``sd (P,), normal (P,3), triangle (P,), bary (P,3)`` of the closest surface point.
+
+        Points with no surface within the band get sd = +inf and triangle -1.
+        """
+        points = np.asarray(points, dtype=float).reshape(-1, 3)
+        P = len(points)
+        radius = np.full(P, self.band / self.SEARCH_SHRINK)
+        dist, tri_out, bary_out, foot = self._nearest(points, radius)
+        again = np.flatnonzero(dist > radius)               # nothing that close: look farther
+        if again.size:
+            wider = np.minimum(dist[again], self.band)
+            d2, t2, b2, f2 = self._nearest(points[again], wider)
+            dist[again], tri_out[again], bary_out[again], foot[again] = d2, t2, b2, f2
+        sd = np.full(P, np.inf)
+        normal = np.zeros((P, 3))
+        hit = np.flatnonzero(tri_out >= 0)
+        if hit.size:
+            n = normalize(np.einsum("kc,kcd->kd", bary_out[hit], self.normals[self.triangles[tri_out[hit]]]))
+            rel = points[hit] - foot[hit]
+            sd[hit] = np.where(dot(rel, n) < 0, -1.0, 1.0) * dist[hit]
+            normal[hit] = n
         return sd, normal, tri_out, bary_out
 
 
@@ -120,9 +224,11 @@ def mesh_graph(vertices, triangles, valid, weld):
     tri = weld[triangles[valid]]
     edges = np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]])
     edges = edges[edges[:, 0] != edges[:, 1]]
-    edges = np.unique(np.sort(edges, axis=1), axis=0)
-    edges = np.concatenate([edges, edges[:, ::-1]])
-    edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+    V = np.int64(len(vertices))
+    key = np.unique(np.sort(edges, axis=1) @ np.array([V, 1], np.int64))      # one int per edge: fast
+    a, b = key // V, key % V
+    key = np.unique(np.concatenate([a * V + b, b * V + a]))                    # both directions, sorted
+    edges = np.stack([key // V, key % V], axis=1)
     lengths = np.linalg.norm(vertices[edges[:, 0]] - vertices[edges[:, 1]], axis=-1)
     indptr = np.searchsorted(edges[:, 0], np.arange(len(vertices) + 1))
     return indptr, edges[:, 1], lengths

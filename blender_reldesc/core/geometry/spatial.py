@@ -83,3 +83,82 @@ class BoxGrid:
         p = points[pt]
         inside = np.all((p >= self.lo[box]) & (p <= self.hi[box]), axis=1)
         return pt[inside], box[inside]
+
+
+def _morton(cells):
+    """Interleave the low 10 bits of three (n,) int arrays into one (n,) int64 Z-order code."""
+    code = np.zeros(len(cells[0]), np.int64)
+    for bit in range(10):
+        for axis in range(3):
+            code |= ((cells[axis] >> bit) & 1) << (3 * bit + axis)
+    return code
+
+
+class BoxTree:
+    """A bounding-volume hierarchy over boxes ``lo (B,3)``, ``hi (B,3)``.
+
+    Built in one sort: the boxes are ordered along a Z-order curve of their centres, grouped
+    ``leaf_size`` at a time, and the groups are merged pairwise into a perfect binary tree
+    (a linear BVH). Queries walk the tree one level at a time for all points together, so
+    their cost grows with the depth (log B) and with the number of boxes near each point,
+    not with how finely the surface is cut: unlike a uniform grid, a dense mesh of small
+    triangles next to large ones, or tall boxes over a fine floor, costs no more per query.
+    """
+
+    def __init__(self, lo, hi, leaf_size=8):
+        lo = np.asarray(lo, dtype=float).reshape(-1, 3)
+        hi = np.asarray(hi, dtype=float).reshape(-1, 3)
+        self.count = B = len(lo)
+        self.leaf_size = leaf_size
+        if B == 0:
+            self.order = np.zeros(0, np.int64)
+            self.levels = []
+            return
+        centre = 0.5 * (lo + hi)
+        base = centre.min(axis=0)
+        span = max(float((centre.max(axis=0) - base).max()), 1e-300)
+        cells = np.clip(((centre - base) / span * 1023.0).astype(np.int64), 0, 1023)
+        self.order = np.argsort(_morton(cells.T), kind="stable")
+        leaves = -(-B // leaf_size)
+        L = 1 << max(0, int(np.ceil(np.log2(leaves))))
+        slots = L * leaf_size
+        self.lo = np.full((slots, 3), np.inf)
+        self.hi = np.full((slots, 3), -np.inf)                 # padding: boxes nothing is inside
+        self.lo[:B], self.hi[:B] = lo[self.order], hi[self.order]
+        levels = [(self.lo.reshape(L, leaf_size, 3).min(axis=1), self.hi.reshape(L, leaf_size, 3).max(axis=1))]
+        while len(levels[-1][0]) > 1:
+            a, b = levels[-1]
+            levels.append((a.reshape(-1, 2, 3).min(axis=1), b.reshape(-1, 2, 3).max(axis=1)))
+        self.levels = levels[::-1]                              # root first
+
+    @staticmethod
+    def _near(points, lo, hi, r2):
+        gap = np.maximum(np.maximum(lo - points, points - hi), 0.0)
+        if r2 is None:
+            return ~np.any(gap > 0.0, axis=1)
+        return np.einsum("ij,ij->i", gap, gap) <= r2
+
+    def query(self, points, radius=None):
+        """Pairs ``(point_index, box_index)`` with the point inside the box, or within
+        ``radius`` (a float or (P,) array) of it. Two (K,) int64 arrays, sorted by point."""
+        points = np.asarray(points, dtype=float).reshape(-1, 3)
+        if self.count == 0 or not len(points):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        r2 = None
+        if radius is not None:
+            r2 = np.broadcast_to(np.asarray(radius, dtype=float) ** 2, (len(points),))
+        pt = np.arange(len(points))
+        node = np.zeros(len(points), np.int64)
+        for depth, (lo, hi) in enumerate(self.levels):
+            if depth:
+                pt = np.repeat(pt, 2)
+                node = (2 * node[:, None] + np.arange(2)).ravel()
+            keep = self._near(points[pt], lo[node], hi[node], None if r2 is None else r2[pt])
+            pt, node = pt[keep], node[keep]
+        k = self.leaf_size
+        pt = np.repeat(pt, k)
+        box = (k * node[:, None] + np.arange(k)).ravel()
+        keep = self._near(points[pt], self.lo[box], self.hi[box], None if r2 is None else r2[pt])
+        pt, box = pt[keep], box[keep]
+        order = np.argsort(pt, kind="stable")
+        return pt[order], self.order[box[order]]

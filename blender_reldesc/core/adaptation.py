@@ -348,7 +348,7 @@ class Rig:
 
 
 class Collisions:
-    """Collision constraint of the warping step, frame by frame.
+    """Collision constraint of the warping step, for a batch of poses at their frames.
 
     A joint is pushed out only where it lies behind a surface, within the
     collision band, and deeper than its target (a source motion whose foot
@@ -357,18 +357,19 @@ class Collisions:
     never tested.
     """
 
-    def __init__(self, mesh, body_height):
+    def __init__(self, mesh, body_height, frames=None):
         self.mesh = mesh
         self.band = C.COLLISION_BAND_FRACTION * body_height
         self.tol = 1e-9 * body_height
+        self.frames = frames or mesh.frame_count
         self._collider = {}
-        self._frame = {}
+        self._target = self._allowed = self._clearance = None
 
     def collider(self, f):
         key = f if self.mesh.animated else 0
         c = self._collider.get(key)
         if c is None:
-            if self.mesh.animated:
+            if self.mesh.animated and len(self._collider) >= C.SEGMENT_BATCH + 2:
                 self._collider.clear()
             c = Collider(self.mesh.frame(f), self.mesh.normals(f), self.mesh.triangles, self.mesh.valid,
                          self.band)
@@ -384,21 +385,39 @@ class Collisions:
             sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
         allowed = np.minimum(np.where(np.isinf(sd), 0.0, sd), 0.0)
         clearance = np.where(sd > 0, np.minimum(sd, self.band), 0.0)
-        for i, f in enumerate(frames.tolist()):
-            self._frame[f] = (targets[i], allowed[i], clearance[i])
+        if self._target is None:
+            F = max(self.frames or 0, int(frames.max()) + 1)
+            J = targets.shape[1]
+            self._target = np.zeros((F, J, 3))
+            self._allowed, self._clearance = np.zeros((F, J)), np.zeros((F, J))
+        elif frames.max() >= len(self._target):
+            grow = int(frames.max()) + 1 - len(self._target)
+            self._target = np.concatenate([self._target, np.zeros((grow,) + self._target.shape[1:])])
+            self._allowed = np.concatenate([self._allowed, np.zeros((grow, self._allowed.shape[1]))])
+            self._clearance = np.concatenate([self._clearance, np.zeros((grow, self._clearance.shape[1]))])
+        self._target[frames], self._allowed[frames], self._clearance[frames] = targets, allowed, clearance
 
-    def __call__(self, p, f):
-        target, allowed, clearance = self._frame[f]
-        moved = np.linalg.norm(p - target, axis=1)
-        check = np.flatnonzero(moved >= clearance - self.tol)
-        if check.size == 0:
+    def __call__(self, p, fs):
+        """Push the joints of poses ``p`` (S,J,3) at frames ``fs`` (S,) out of the surfaces (or
+        of one pose (J,3) at one frame)."""
+        if p.ndim == 2:
+            return self(p[None], np.atleast_1d(fs))[0]
+        fs = np.asarray(fs)
+        moved = np.linalg.norm(p - self._target[fs], axis=-1)
+        si, ji = np.nonzero(moved >= self._clearance[fs] - self.tol)
+        if si.size == 0:
             return p
-        sd, normal = self.collider(f).signed_distance(p[check])
-        want = allowed[check]
+        if self.mesh.animated:
+            sd, normal = np.empty(si.size), np.empty((si.size, 3))
+            for f in np.unique(fs[si]).tolist():
+                rows = np.flatnonzero(fs[si] == f)
+                sd[rows], normal[rows] = self.collider(f).signed_distance(p[si[rows], ji[rows]])
+        else:
+            sd, normal = self.collider(0).signed_distance(p[si, ji])
+        want = self._allowed[fs[si], ji]
         push = (sd < want - self.tol) & (sd > -self.band)
         if push.any():
-            idx = check[push]
-            p[idx] += normal[push] * (want[push] - sd[push])[:, None]
+            p[si[push], ji[push]] += normal[push] * (want[push] - sd[push])[:, None]
         return p
 
 
@@ -751,7 +770,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     frames = np.arange(binding.frame_count)
     collide = None
     if collisions:
-        collide = Collisions(deformed_mesh, binding.body_height)
+        collide = Collisions(deformed_mesh, binding.body_height, binding.frame_count)
         collide.set_targets(frames, targets)
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)
@@ -815,7 +834,7 @@ class LiveSession:
         b = self.binding
         mesh = b.mesh.with_vertices(vertices)
         check_topology(b, mesh)
-        collide = Collisions(mesh, b.body_height) if self.collisions else None
+        collide = Collisions(mesh, b.body_height, b.frame_count) if self.collisions else None
         self._env = (sig, mesh, collide)
         return mesh, collide
 

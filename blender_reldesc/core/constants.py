@@ -34,6 +34,14 @@ COLLISION_BAND_FRACTION = 0.1
 #: Edge-graph path lengths overestimate surface distance on a flat
 #: triangulation by up to about 15 %; geodesic radius tests allow for it.
 GRAPH_SLACK = 1.15
+#: The batched solve (``solvers.Warper.run``): a clip longer than SEGMENT_FROM_FRAMES is cut
+#: into at most SEGMENT_BATCH segments solved together, each first started SEGMENT_WARMUP
+#: frames early at its targets, then solved again from its predecessor frame until that frame
+#: moves less than SEGMENT_TOLERANCE body heights between passes.
+SEGMENT_FROM_FRAMES = 240
+SEGMENT_WARMUP = 30
+SEGMENT_BATCH = 128
+SEGMENT_TOLERANCE = 1e-7
 #: Affinity floor in Eq. 11 so that two joints of affinity 0 share a correction.
 AFFINITY_FLOOR = 1e-3
 #: Static solve of the first frame stops when no joint moves more than this

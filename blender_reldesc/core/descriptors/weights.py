@@ -23,10 +23,15 @@ from ..geometry.triangles import descriptor_frames, dot
 BLOCK_FRAMES = 128
 #: Spans up to this many frames whose block is not cached are computed alone.
 SHORT_SPAN = 16
-#: Relative rounding of float32 products, with room (2**-23 is one ulp).
-_F32_ROUNDING = 8.0 * 2.0 ** -23
-#: Entries of the coefficient table kept in memory (30 bytes each: 300 MB).
-CACHE_ENTRIES = 10_000_000
+#: (frame, joint, descriptor) triples computed densely at a time on an animated mesh
+#: (about 8 bytes x 6 each).
+_DENSE_BUDGET = 2_000_000
+#: Frames per chunk on a static mesh: short, so each joint's box (``_culled``) stays small.
+CULL_FRAMES = 16
+#: Entries of the coefficient table kept in memory (38 bytes each with the normalised
+#: weights of ``_summed``: 460 MB). The 3945-frame real walk over a floor needs 10.6 M, so
+#: re-bakes of clips that long compute nothing again; longer clips recompute blocks past it.
+CACHE_ENTRIES = 12_000_000
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Coefficients:
     weight: np.ndarray
     coeff: np.ndarray
     proximity: np.ndarray
+    #: What Eq. 2 needs of the whole block that no mesh changes (``_summed``), kept once built.
+    summed: tuple = None
 
 
 
@@ -74,67 +81,94 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
     parts = []
     window = C.WINDOW_FRACTION * body_height
     static = None if mesh.animated else frames_of(mesh, tri, bary, 0)
-    step = max(1, 2_000_000 // max(1, J * N))
+    step = CULL_FRAMES if static is not None else max(1, _DENSE_BUDGET // max(1, J * N))
     for f0 in range(start, start + count, step) if N else ():
         fs = np.arange(f0, min(start + count, f0 + step))
+        # Everything about a local centre, so nothing depends on how far the scene is from
+        # the origin.
+        centre = motion[fs].reshape(-1, 3).mean(axis=0)
+        p = motion[fs] - centre                                               # (f,J,3)
         if static is not None:
-            d, n, t, b = (x[None] for x in static)
+            d, n, t, b = static
+            fi, ji, di, alpha, beta, gamma, dist, r1 = _culled(p, d - centre, n, t, b, window)
         else:
             d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in fs)))
-        # Which (frame, joint, descriptor) triples may get a weight, from two
-        # matrix products in float32 around a local centre (|p|^2 + |d|^2 -
-        # 2 p.d and n.(p - d)), with a slack for float32 rounding; the few
-        # candidates are then computed exactly in float64, r1 included, so the
-        # weights do not depend on how far the scene is from the origin.
-        centre = motion[fs].reshape(-1, 3).mean(axis=0)
-        p = (motion[fs] - centre).astype(np.float32)                          # (f,J,3)
-        dc = (d - centre).astype(np.float32)
-        n32 = n.astype(np.float32)
-        if static is not None:
-            p2 = p.reshape(-1, 3)
-            gram = (p2 @ dc[0].T).reshape(len(fs), J, N)
-            num = (p2 @ n32[0].T).reshape(len(fs), J, N)
-        else:
-            gram = np.einsum("fjk,fnk->fjn", p, dc)
-            num = np.einsum("fjk,fnk->fjn", p, n32)
-        num -= dot(n32, dc)[:, None, :]
-        d2 = gram
-        d2 *= -2.0
-        d2 += dot(p, p)[:, :, None]
-        d2 += dot(dc, dc)[:, None, :]
-        reach = float(np.abs(p).max() + np.abs(dc).max()) * np.sqrt(3.0)
-        slack_n = np.float32(_F32_ROUNDING * reach)
-        slack_d2 = np.float32(_F32_ROUNDING * 4.0 * reach * reach)
-        front = num > -slack_n
-        # r1: distance to the closest descriptor the joint is in front of; here an upper
-        # bound (closest of those surely in front, plus the slack), so no candidate is lost.
-        sure = num > slack_n
-        r1 = np.sqrt(np.where(sure, d2, np.inf).min(axis=-1, keepdims=True) + slack_d2)
-        keep = front & (d2 < (r1 + np.float32(window * (1 + 1e-5))) ** 2 + slack_d2)
-        fi, ji, di = np.nonzero(keep)
-        src = fi if static is None else np.zeros_like(fi)
-        rel = motion[fs[fi], ji] - d[src, di]
-        dk = np.linalg.norm(rel, axis=-1)
-        alpha = dot(rel, n[src, di])
-        r1x = np.full(len(fs) * J, np.inf)
-        ahead = alpha > 0
-        np.minimum.at(r1x, (fi * J + ji)[ahead], dk[ahead])
-        r1k = r1x[fi * J + ji]
-        facing = np.where(dk > 0, alpha / np.where(dk > 0, dk, 1.0), 1.0)     # Eq. 3
-        fade = np.clip(1.0 - (dk - r1k) / window, 0.0, 1.0)                   # Eq. 5
-        w = facing * fade                                                     # Eq. 4
-        good = w > 0
-        fi, ji, di, src, rel = fi[good], ji[good], di[good], src[good], rel[good]
-        coeff = np.stack([alpha[good], dot(rel, t[src, di]), dot(rel, b[src, di])], axis=-1)   # Eq. 1
-        parts.append((fs[fi], ji, di, w[good], coeff, (d0 / np.maximum(dk, d0))[good]))
+            fi, ji, di, alpha, beta, gamma, dist, r1 = _dense(p, d - centre, n, t, b, window)
+        facing = np.where(dist > 0, alpha / np.where(dist > 0, dist, 1.0), 1.0)   # Eq. 3
+        fade = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)                      # Eq. 5
+        coeff = np.empty((len(fi), 3), np.float32)                                # Eq. 1
+        coeff[:, 0], coeff[:, 1], coeff[:, 2] = alpha, beta, gamma
+        # Stored compactly (30 bytes an entry instead of 52): float32 keeps targets
+        # within 1e-7 of the float64 ones, far below any tolerance that matters.
+        parts.append((fs[fi].astype(np.int32), ji.astype(np.int16), di.astype(np.int32),
+                      (facing * fade).astype(np.float32), coeff,                               # Eq. 4
+                      (d0 / np.maximum(dist, d0)).astype(np.float32)))
     if not parts:
         empty = np.zeros(0, np.int32)
-        return Coefficients(start, count, empty, empty, empty, np.zeros(0), np.zeros((0, 3)), np.zeros(0))
-    frame, joint, desc, weight, coeff, prox = (np.concatenate(x) for x in zip(*parts))
-    # Stored compactly (30 bytes an entry instead of 52): float32 keeps targets
-    # within 1e-7 of the float64 ones, far below any tolerance that matters.
-    return Coefficients(start, count, frame.astype(np.int32), joint.astype(np.int16), desc.astype(np.int32),
-                        weight.astype(np.float32), coeff.astype(np.float32), prox.astype(np.float32))
+        return Coefficients(start, count, empty, empty.astype(np.int16), empty, np.zeros(0, np.float32),
+                            np.zeros((0, 3), np.float32), np.zeros(0, np.float32))
+    if len(parts) == 1:
+        return Coefficients(start, count, *parts[0])
+    return Coefficients(start, count, *(np.concatenate(x) for x in zip(*parts)))
+
+
+def _kept(alpha, dist, r1, window):
+    """The entries with a weight (Eq. 3-5): in front of the descriptor (or on it), and within
+    the fade window of the closest descriptor the joint is in front of."""
+    return ((alpha > 0) | (dist == 0)) & (dist - r1 < window)
+
+
+def _culled(p, d, n, t, b, window):
+    """Entries with a weight for frames ``p`` (f,J,3) of a static mesh's descriptors (N,3).
+
+    Per joint, over the f frames, a box around its positions. A descriptor in front of every
+    point of the box bounds r1 for all of them by its distance to the box's farthest corner,
+    U; a descriptor whose distance to the box is U + window or more gets no weight on any
+    of these frames (Eq. 5). The rest, typically a small part of the set, are computed
+    exactly, and r1 over them is r1 over the whole set (the closest descriptor in front is
+    among them). Returns the entries sorted by (frame, joint)."""
+    f, J, _ = p.shape
+    lo, hi = p.min(axis=0), p.max(axis=0)                                     # (J,3)
+    centre, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    below, above = lo[:, None] - d[None], d[None] - hi[:, None]               # (J,N,3)
+    gap = np.maximum(np.maximum(below, above), 0.0)
+    near2 = np.einsum("jnk,jnk->jn", gap, gap)
+    far2 = np.einsum("jnk,jnk->jn", np.maximum(below, above) + 2.0 * half[:, None], np.maximum(below, above)
+                     + 2.0 * half[:, None])
+    lowest = centre @ n.T - dot(n, d)[None] - half @ np.abs(n).T              # min over the box of n.(x - d)
+    U = np.sqrt(np.where(lowest > 0, far2, np.inf).min(axis=1))              # (J,)
+    reach = (U + window) * (1.0 + 1e-9) + 1e-12 * window
+    jj, ii = np.nonzero(near2 < reach[:, None] ** 2)                          # sorted by joint
+    M = len(jj)
+    rel = p[:, jj] - d[ii]                                                    # (f,M,3)
+    dist = np.sqrt(np.einsum("fmk,fmk->fm", rel, rel))
+    alpha = np.einsum("fmk,mk->fm", rel, n[ii])
+    starts = np.flatnonzero(np.r_[True, jj[1:] != jj[:-1]])
+    r1 = np.minimum.reduceat(np.where(alpha > 0, dist, np.inf), starts, axis=1)   # (f,joints with any)
+    r1 = np.repeat(r1, np.diff(np.r_[starts, M]), axis=1)
+    good = np.flatnonzero(_kept(alpha, dist, r1, window))                     # flat takes: fast
+    fi, mi = np.divmod(good, M)
+    beta = np.einsum("fmk,mk->fm", rel, t[ii]).take(good)
+    gamma = np.einsum("fmk,mk->fm", rel, b[ii]).take(good)
+    return (fi, jj.take(mi), ii.take(mi), alpha.take(good), beta, gamma, dist.take(good), r1.take(good))
+
+
+def _dense(p, d, n, t, b, window):
+    """Entries with a weight for frames ``p`` (f,J,3) of an animated mesh's descriptors
+    (f,N,3): every (frame, joint, descriptor) at once. Sorted by (frame, joint)."""
+    f, J, _ = p.shape
+    N = d.shape[1]
+    alpha, beta, gamma = (np.einsum("fjk,fnk->fjn", p, v) - dot(v, d)[:, None, :] for v in (n, t, b))
+    d2 = np.einsum("fjk,fnk->fjn", p, -2.0 * d)
+    d2 += dot(d, d)[:, None, :]
+    d2 += dot(p, p)[:, :, None]
+    dist = np.sqrt(np.maximum(d2, 0.0))
+    r1 = np.where(alpha > 0, dist, np.inf).min(axis=-1, keepdims=True)
+    good = np.flatnonzero(_kept(alpha, dist, r1, window))
+    row, di = np.divmod(good, N)
+    fi, ji = np.divmod(row, J)
+    return (fi, ji, di, alpha.take(good), beta.take(good), gamma.take(good), dist.take(good),
+            r1.ravel().take(row))
 
 
 class CoefficientCache:
@@ -205,6 +239,8 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     if frames is None:
         frames = np.arange(coef.start, coef.start + coef.count)
     frames = np.asarray(frames)
+    if not mesh.animated and influence is None and len(frames) == coef.count:
+        return _whole_block(coef, mesh, tri, bary, J)
     R = len(frames) * J
     lo = np.searchsorted(coef.frame, frames[0], "left")
     hi = np.searchsorted(coef.frame, frames[-1], "right")
@@ -244,3 +280,35 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     targets[total == 0] = np.nan
     affinity[total == 0] = 0.0
     return targets.reshape(-1, J, 3), np.clip(affinity.reshape(-1, J), 0.0, 1.0)
+
+
+def _summed(coef, J):
+    """``indptr (R+1,), wn (K,), affinity (R,), empty (R,)`` of a whole block, R = count x J rows:
+    the row bounds of each (frame, joint), the normalised weights (Eq. 6), the affinity and
+    which rows have no descriptor. None of it depends on the mesh, so it is built once."""
+    if coef.summed is None:
+        R = coef.count * J
+        key = (coef.frame - coef.start).astype(np.int64) * J + coef.joint
+        total = np.bincount(key, weights=coef.weight, minlength=R)
+        wn = coef.weight / total[key] if len(key) else np.zeros(0)                    # Eq. 6
+        counts = np.bincount(key, minlength=R)
+        index = np.int32 if len(key) < 2 ** 31 else np.int64
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(index)
+        affinity = np.bincount(key, weights=wn * coef.proximity, minlength=R)
+        coef.summed = (indptr, wn, np.clip(affinity, 0.0, 1.0), total == 0)
+    return coef.summed
+
+
+def _whole_block(coef, mesh, tri, bary, J):
+    """``reconstruct`` of every frame of a block on a static mesh with no painted influence:
+    four sparse products (rows x N) with the descriptors' positions and frames."""
+    N = len(tri)
+    indptr, wn, affinity, empty = _summed(coef, J)
+    R = coef.count * J
+    d, n, t, b = frames_of(mesh, tri, bary, 0)
+    desc = coef.desc
+    targets = sparse.csr_matrix((wn, desc, indptr), shape=(R, N)) @ d
+    for k, vec in enumerate((n, t, b)):
+        targets += sparse.csr_matrix((wn * coef.coeff[:, k], desc, indptr), shape=(R, N)) @ vec
+    targets[empty] = np.nan
+    return targets.reshape(-1, J, 3), np.where(empty, 0.0, affinity).reshape(-1, J)

@@ -176,39 +176,43 @@ class Hinges:
         return cls(t, anchors, np.asarray(which, np.int64), normal, _unit(k - a))
 
     def limit(self, p, src_motion, f, free=None):
-        """Reflect, in place, hinges of pose ``p`` (J,3) that bend against the source at frame f.
+        """Reflect, in place, hinges of poses ``p`` (S,J,3) at frames ``f`` (S,) that bend against
+        the source (a single pose (J,3) at one frame works too).
 
         The source's bend normal is carried by the anchor's best-fit rotation
         and then by the swing of the upper bone onto its current direction.
         Reflection across the plane through a and c keeps both bone lengths.
-        ``free`` (H,) bool masks hinges that may move (a pinned knee stays).
+        ``free`` (S,H) bool masks hinges that may move (a pinned knee stays).
         """
+        if p.ndim == 2:
+            self.limit(p[None], src_motion, np.atleast_1d(f), None if free is None else np.asarray(free)[None])
+            return p
+        f = np.asarray(f)
         t = self.triples
-        a, k, c = p[t[:, 0]], p[t[:, 1]], p[t[:, 2]]
-        n_src = self.normal[f]
-        test = np.einsum("hi,hi->h", n_src, n_src) > 0
+        n_src = self.normal[f]                                           # (S,H,3)
+        test = np.einsum("shi,shi->sh", n_src, n_src) > 0
         if free is not None:
             test &= free
         if not test.any():
             return p
-        idx = np.flatnonzero(test)
-        rots, oks = zip(*(_anchor_rotations(src_motion[f, kids] - src_motion[f, anchor], p[kids] - p[anchor])
-                          for anchor, kids in self.anchors))          # one per distinct anchor
-        rot, ok = np.stack(rots)[self.which[idx]], np.array(oks)[self.which[idx]]
-        idx, rot = idx[ok], rot[ok]
-        if not idx.size:
+        src = src_motion[f]
+        rots, oks = zip(*(_anchor_rotations(src[:, kids] - src[:, anchor, None], p[:, kids] - p[:, anchor, None])
+                          for anchor, kids in self.anchors))          # one per distinct anchor, (S,3,3)
+        rot_all, ok_all = np.stack(rots, axis=1), np.stack(oks, axis=1)   # (S,A,3,3), (S,A)
+        si, hi = np.nonzero(test & ok_all[:, self.which])
+        if not si.size:
             return p
-        up_now = _unit(k[idx] - a[idx])
-        carried = swing(np.einsum("hij,hj->hi", rot, self.upper[f, idx]), up_now) @ rot
-        n_want = np.einsum("hij,hj->hi", carried, n_src[idx])
-        axis = _unit(c[idx] - a[idx])
+        rot = rot_all[si, self.which[hi]]
+        a, k, c = p[si, t[hi, 0]], p[si, t[hi, 1]], p[si, t[hi, 2]]
+        up_now = _unit(k - a)
+        carried = swing(np.einsum("hij,hj->hi", rot, self.upper[f[si], hi]), up_now) @ rot
+        n_want = np.einsum("hij,hj->hi", carried, n_src[si, hi])
+        axis = _unit(c - a)
         want = _unit(np.cross(axis, n_want))                 # the side the knee should be on
-        rel = k[idx] - a[idx]
-        side = np.einsum("hi,hi->h", rel, want)
+        side = np.einsum("hi,hi->h", k - a, want)
         flip = side < 0
         if flip.any():
-            h = idx[flip]
-            p[t[h, 1]] = k[h] - 2.0 * side[flip, None] * want[flip]
+            p[si[flip], t[hi[flip], 1]] = k[flip] - 2.0 * side[flip, None] * want[flip]
         return p
 
 

@@ -49,25 +49,24 @@ def colour_slices(pairs, joint_count):
     return order, [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _pair_groups(pairs, lengths, slices, s, at_least):
-    """Per colour, the gather/scatter arrays of the Eq. 11 projection of ``pairs`` (E,2).
+def _doubled(pairs, slices):
+    """Per colour, the static gather/scatter arrays of the Eq. 11 projection of ``pairs`` (E,2).
 
-    Each pair appears twice: once to move its second end (by the first's share)
-    and once to move its first end, so one gather and one scatter per group
-    apply both halves of Eq. 11. ``at_least``: only push apart (bend limits).
+    Each pair appears twice: once to move its second end (by the first's share) and once to
+    move its first end, so one gather and one scatter per group apply both halves of Eq. 11.
+    Within a colour no two pairs share a joint, so the scatter indices are distinct.
     """
     a_all, b_all = pairs[:, 0], pairs[:, 1]
-    share = s[a_all] / (s[a_all] + s[b_all])                              # Eq. 11
-    groups = []
-    for sl in slices:
-        a, b, sh = a_all[sl], b_all[sl], share[sl]
-        groups.append((np.concatenate([a, a]), np.concatenate([b, b]), np.concatenate([b, a]),
-                       np.tile(lengths[sl], 2), np.concatenate([sh, sh - 1.0])[:, None], at_least))
-    return groups
+    return [(np.concatenate([a_all[sl], a_all[sl]]), np.concatenate([b_all[sl], b_all[sl]]),
+             np.concatenate([b_all[sl], a_all[sl]]), sl) for sl in slices]
 
 
 class Warper:
     """Frame-by-frame warping of joint particles towards their targets.
+
+    Every step works on a batch of poses (S,J,3) at frames (S,): one frame of one clip in
+    the live preview and the sequential solve, one frame of each of S clip segments in
+    ``run`` (``segments``), so that each numpy call covers many frames at once.
 
     Parameters
     ----------
@@ -77,7 +76,7 @@ class Warper:
     glue : (Z,2) int, (joint, parent) pairs of zero-length bones: the joint
         is placed on its parent after each frame.
     pins : (F,J,3) float or None, NaN where a joint is free.
-    collide : callable ``(positions (J,3), frame) -> positions`` or None.
+    collide : callable ``(positions (S,J,3), frames (S,)) -> positions`` or None.
     substeps, iterations : N_s and N_c of the paper.
     final_iterations : constraint sweeps after the last substep of a frame
         (product improvement: the paper's N_c = 3 leaves 0.16 % mean
@@ -95,16 +94,21 @@ class Warper:
     feed_forward : start each frame from the previous result advanced by the
         targets' motion (product improvement, see the module docstring);
         False is the paper's scheme, kept for comparison in the benchmarks.
+    segments : ``run`` splits a clip longer than this many frames into segments solved
+        together (0: never; see ``run``).
+    warmup : frames each segment after the first is solved from before its own first frame.
     """
 
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
-                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None):
+                 final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None,
+                 segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
-        order, self.slices = colour_slices(edges, J)
+        order, slices = colour_slices(edges, J)
         self.edges = edges[order]
         self.lengths = np.asarray(lengths, dtype=float)[:, order]
+        self._edge_groups = _doubled(self.edges, slices)
         self.body_height = body_height
         self.glue = np.zeros((0, 2), np.int64) if glue is None else np.asarray(glue).reshape(-1, 2)
         self.pins = pins
@@ -114,48 +118,88 @@ class Warper:
         self.final_iterations = max(iterations, final_iterations)
         self.feed_forward = feed_forward
         self.hinges = hinges
+        self.segments = int(segments)
+        self.warmup = int(warmup)
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
             lim_order, lim_slices = colour_slices(pairs, int(pairs.max()) + 1)
-            self.limits = (pairs[lim_order], np.asarray(limits[1], float)[:, lim_order], lim_slices)
+            pairs = pairs[lim_order]
+            self.limits = (pairs, np.asarray(limits[1], float)[:, lim_order], _doubled(pairs, lim_slices))
 
-    def _prepare(self, f, affinity):
-        """Per-frame arrays, built once and reused by every sweep of frame f."""
+    # --- one step of a batch -------------------------------------------------------------
+
+    @staticmethod
+    def _groups(pairs, lengths, doubled, s, at_least):
+        """Per colour ``(a, b, moved, L (2k,S), share (2k,S,1), at_least)`` for the sweeps, joints
+        first (the sweeps work on joint-major poses (J,S,3), whose gathers are contiguous)."""
+        sa, sb = s[:, pairs[:, 0]], s[:, pairs[:, 1]]
+        share = (sa / (sa + sb)).T                                               # Eq. 11
+        lengths = lengths.T
+        out = []
+        for a, b, moved, sl in doubled:
+            sh = share[sl]
+            L = lengths[sl]
+            out.append((a, b, moved, np.concatenate([L, L]), np.concatenate([sh, sh - 1.0])[..., None],
+                        at_least))
+        return out
+
+    def _prepare(self, fs, affinity):
+        """Per-step arrays for frames ``fs`` (S,) with affinities (S,J), reused by every sweep."""
         s = np.maximum(affinity, C.AFFINITY_FLOOR)
         groups = []
         if self.limits is not None:                     # limits first, so each sweep ends on the bone lengths
-            pairs, dmin, slices = self.limits
-            groups += _pair_groups(pairs, dmin[f], slices, s, at_least=True)
-        groups += _pair_groups(self.edges, self.lengths[f], self.slices, s, at_least=False)
+            pairs, dmin, doubled = self.limits
+            groups += self._groups(pairs, dmin[fs], doubled, s, True)
+        groups += self._groups(self.edges, self.lengths[fs], self._edge_groups, s, False)
         held = None
         if self.pins is not None:
-            idx = np.flatnonzero(~np.isnan(self.pins[f, :, 0]))
-            held = (idx, self.pins[f, idx]) if idx.size else None
+            pins = self.pins[fs].swapaxes(0, 1)                                  # (J,S,3)
+            mask = ~np.isnan(pins[..., 0])
+            if mask.any():
+                held = (mask, pins[mask])
         damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
-        return groups, held, damping
+        return fs, groups, held, damping[..., None]
 
-    def _sweep(self, p, groups, held):
+    @staticmethod
+    def _sweep(p, groups, held):
+        """One Gauss-Seidel sweep over the colour groups of joint-major poses ``p`` (J,S,3)."""
         for a, b, moved, L, share, at_least in groups:
             delta = p[b] - p[a]
-            dist = np.sqrt(np.einsum("ij,ij->i", delta, delta))
+            dist = np.sqrt(np.einsum("ksi,ksi->ks", delta, delta))
             gap = L - dist
             if at_least:                                              # bend limit: push apart only
                 gap = np.maximum(gap, 0.0)
-            corr = (gap / np.maximum(dist, 1e-300))[:, None] * delta
+            corr = (gap / np.maximum(dist, 1e-300))[..., None] * delta
             p[moved] += share * corr                                  # Eq. 11, both ends
         if held is not None:
             p[held[0]] = held[1]
 
-    def _step(self, p, prev, target, f, sweeps, prepared, collide=True):
-        groups, held, damping = prepared
+    def _step(self, p, prev, target, sweeps, prepared, collide=True):
+        fs, groups, held, damping = prepared
         force = C.SPRING_K * (target - p)                              # Eq. 9
-        new = p + damping[:, None] * (p - prev) + (0.5 / self.substeps ** 2) * force   # Eq. 10
+        new = p + damping * (p - prev) + (0.5 / self.substeps ** 2) * force   # Eq. 10
+        joint_major = np.ascontiguousarray(new.swapaxes(0, 1))
         for _ in range(sweeps):
-            self._sweep(new, groups, held)
+            self._sweep(joint_major, groups, held)
+        new = joint_major.swapaxes(0, 1)
         if collide and self.collide is not None:
-            new = self.collide(new, f)
+            new = self.collide(new, fs)
         return new, p
+
+    def _advance(self, fs, previous, target_before, target, affinity):
+        """Frames ``fs`` (S,) from the previous frames' results (S,J,3) and both frames' targets."""
+        prepared = self._prepare(fs, affinity)
+        p = previous + (target - target_before) if self.feed_forward else previous.copy()
+        prev = p.copy()
+        for i in range(self.substeps):
+            sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
+            p, prev = self._step(p, prev, target, sweeps, prepared)
+        if self.hinges is not None:
+            p = self._limit_hinges(p, fs)
+        return self._glue(p)
+
+    # --- one frame ----------------------------------------------------------------------
 
     def first(self, target, start, affinity, f=0, max_steps=C.STATIC_MAX_STEPS, free_first=True):
         """Frame f solved statically from the pose ``start`` (J,3) until it settles.
@@ -165,40 +209,113 @@ class Warper:
         pushed out through the obstacle's far side and held there for the rest of the clip.
         A start at the targets needs no such first pass.
         """
-        prepared = self._prepare(f, affinity)
+        fs = np.array([f])
+        prepared = self._prepare(fs, np.asarray(affinity, float)[None])
         tol = C.STATIC_TOLERANCE * self.body_height
-        p = np.array(start, dtype=float)
+        p = np.array(start, dtype=float)[None]
+        target = np.asarray(target, float)[None]
         stages = (True,) if self.collide is None or not free_first else (False, True)
         for collide in stages:
             prev = p.copy()
             for _ in range(max_steps):
                 before = p
-                p, prev = self._step(p, prev, target, f, self.iterations, prepared, collide)
+                p, prev = self._step(p, prev, target, self.iterations, prepared, collide)
                 if np.max(np.abs(p - before)) < tol:
                     break
         if self.hinges is not None:
-            p = self._limit_hinges(p, f)
-        return self._glue(p)
+            p = self._limit_hinges(p, fs)
+        return self._glue(p)[0]
 
     def next(self, f, previous, target_before, target, affinity):
         """Frame f from the previous frame's result (J,3) and the targets of both frames."""
-        prepared = self._prepare(f, affinity)
-        p = previous + (target - target_before) if self.feed_forward else previous.copy()
-        prev = p.copy()
-        for i in range(self.substeps):
-            sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
-            p, prev = self._step(p, prev, target, f, sweeps, prepared)
-        if self.hinges is not None:
-            p = self._limit_hinges(p, f)
-        return self._glue(p)
+        return self._advance(np.array([f]), previous[None], target_before[None], target[None],
+                             np.asarray(affinity, float)[None])[0]
 
-    def run(self, targets, start, affinity, progress=None):
+    # --- a whole clip -------------------------------------------------------------------
+
+    def run(self, targets, start, affinity, progress=None, segments=None):
         """Warp all frames.
 
         targets : (F,J,3) joint targets; start : (J,3) pose the first frame
         converges from; affinity : (F,J) in [0,1].
+        segments : override of ``self.segments``.
         Returns (F,J,3) positions.
+
+        A clip longer than ``segments`` frames is cut into S segments of L frames solved
+        together, one frame of every segment per step (``SEGMENT_BATCH`` segments at most).
+        Each frame's solve depends on the previous frame's result alone, so the sequential
+        solve is a chain, and segments are linked by their first frames' predecessors:
+
+        1. The first pass guesses them: the first segment starts at frame 0 like the
+           sequential solve and covers L + warmup frames; segment s starts ``warmup`` frames
+           before its first frame, at the targets, and drops those frames. The solver forgets
+           most of where it started within a few frames (damped Verlet, targets fed forward).
+        2. Then, like parareal time integration, every segment whose predecessor frame
+           (the last frame of the segment before) is not the pose it started from, within
+           ``SEGMENT_TOLERANCE`` body heights, is solved again from that pose, until none is.
+           Segment s is then exactly the sequential solve once segments 0 .. s - 1 are, so
+           this ends after at most S passes, and after two or three where warm-up suffices.
+
+        The result is the sequential solve's within about ``SEGMENT_TOLERANCE`` body heights
+        (measured in the tests and benchmarks), with about 2 L + warmup steps for F frames.
         """
+        F = len(targets)
+        limit = self.segments if segments is None else int(segments)
+        W = self.warmup
+        if limit <= 0 or F <= max(limit, 2 * W + 2):
+            return self._sequential(targets, start, affinity, progress)
+        L = max(W, -(-F // C.SEGMENT_BATCH))
+        steps = L + W
+        S = 1 + max(0, -(-(F - steps) // L))
+        first = np.arange(S) * L                                   # frame each segment starts at
+        out = np.empty_like(targets)
+        out[0] = self.first(targets[0], start, affinity[0])
+        p = targets[first].copy()
+        p[0] = out[0]
+        tol = C.SEGMENT_TOLERANCE * self.body_height
+        used = np.zeros_like(p)                                    # the pose each segment went on from
+        done = 0
+        budget = steps + 3 * L                                     # for progress: passes are guessed
+        for k in range(1, steps):
+            if k == W:
+                used = p.copy()
+            fs = np.minimum(first + k, F - 1)
+            before = targets[np.minimum(first + k - 1, F - 1)]
+            p = self._advance(fs, p, before, targets[fs], affinity[fs])
+            keep = (k >= W) | (np.arange(S) == 0)
+            keep &= first + k < F
+            out[fs[keep]] = p[keep]
+            done += 1
+            self._report(progress, done, budget)
+        link = first[1:] + W - 1                                   # each later segment's predecessor frame
+        while True:
+            off = np.abs(out[link] - used[1:]).max(axis=(1, 2)) > tol
+            redo = np.flatnonzero(off)
+            if not redo.size:
+                return out
+            at = link[redo]
+            p = out[at].copy()
+            used[1 + redo] = p
+            for k in range(1, L + 1):
+                fs = np.minimum(at + k, F - 1)
+                p = self._advance(fs, p, targets[fs - 1], targets[fs], affinity[fs])
+                # A segment back on the previous pass's frames (within a tenth of the
+                # tolerance) would only repeat them: it stops there.
+                live = (at + k < F) & (np.abs(p - out[fs]).max(axis=(1, 2)) > 0.1 * tol)
+                out[fs[at + k < F]] = p[at + k < F]
+                done += 1
+                self._report(progress, done, max(budget, done + L - k))
+                if not live.all():
+                    at, p = at[live], p[live]
+                    if not at.size:
+                        break
+
+    @staticmethod
+    def _report(progress, done, total):
+        if progress is not None and done % 4 == 0 and progress(done, total) is False:
+            raise Cancelled(f"cancelled at step {done} of about {total}")
+
+    def _sequential(self, targets, start, affinity, progress=None):
         F = len(targets)
         out = np.empty_like(targets)
         out[0] = self.first(targets[0], start, affinity[0])
@@ -208,14 +325,14 @@ class Warper:
                 raise Cancelled(f"cancelled at frame {f} of {F}")
         return out
 
-    def _limit_hinges(self, p, f):
+    def _limit_hinges(self, p, fs):
         hinges, motion = self.hinges
         free = None
         if self.pins is not None:
-            free = np.isnan(self.pins[f, hinges.triples[:, 1], 0])       # a pinned knee stays pinned
-        return hinges.limit(p, motion, f, free)
+            free = np.isnan(self.pins[fs][:, hinges.triples[:, 1], 0])     # a pinned knee stays pinned
+        return hinges.limit(p, motion, fs, free)
 
     def _glue(self, p):
         for j, parent in self.glue.tolist():
-            p[j] = p[parent]
+            p[:, j] = p[:, parent]
         return p

@@ -1,0 +1,125 @@
+"""The batched solve (clip segments solved together) against the sequential one, and the
+culled coefficient table against the dense one."""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.adaptation import Rig
+from blender_reldesc.core.descriptors.weights import _culled, _dense, frames_of
+from blender_reldesc.core.errors import Cancelled
+
+from core_helpers import random_rotation
+
+FRAMES = 420                       # past SEGMENT_FROM_FRAMES: adapt takes the batched path
+
+
+@pytest.fixture(scope="module")
+def long_walk():
+    skel, motion = S.walk(FRAMES)
+    floor = S.grid(24.0, 4.0, 96, 16, origin=(-2.0, -2.0))
+    beam = S.box((6.0, 0.0, 1.75), (0.3, 3.0, 0.2), subdivisions=2)
+    verts, tris, ranges = S.merge(floor, beam)
+    mesh = TriMesh(verts, tris)
+    return skel, motion, mesh, ranges, bind(skel, motion, mesh)
+
+
+def _edited(mesh, ranges):
+    v = mesh.vertices.copy()
+    lo, hi = ranges[0]
+    v[lo:hi, 2] += S.hills(0.12, 2.5)(v[lo:hi, 0], v[lo:hi, 1])
+    lo, hi = ranges[1]
+    v[lo:hi, 2] -= 0.25                                              # the beam lowered: a duck
+    return mesh.with_vertices(v)
+
+
+def test_segments_solved_together_match_the_sequential_solve(long_walk):
+    skel, motion, mesh, ranges, binding = long_walk
+    edited = _edited(mesh, ranges)
+    pins = np.full(motion.shape, np.nan)
+    hand = skel.index("LeftHand")
+    pins[200:260, hand] = motion[200:260, hand] + [0.0, 0.15, 0.1]   # a pinned hand across a seam
+    seq = adapt(binding, edited, pins=pins, solver_options={"segments": 0})
+    bat = adapt(binding, edited, pins=pins)
+    H = binding.body_height
+    assert np.abs(bat.positions - seq.positions).max() <= 1e-5 * H
+    np.testing.assert_allclose(bat.positions[200:260, hand], pins[200:260, hand], atol=1e-9)
+    # The edit did something: the comparison is not between two copies of the source.
+    assert np.abs(seq.positions - motion).max() > 0.1
+
+
+def test_many_short_segments_with_little_warm_up_still_converge(long_walk):
+    # 5 warm-up frames are far too few for the first guess; the passes that follow must
+    # still bring every segment onto the sequential solve.
+    skel, motion, mesh, ranges, binding = long_walk
+    edited = _edited(mesh, ranges)
+    rig = Rig(binding)
+    targets, affinity = rig.targets(edited)
+    seq = rig.warper().run(targets, motion[0], affinity, segments=0)
+    warper = rig.warper()
+    warper.warmup = 5
+    bat = warper.run(targets, motion[0], affinity, segments=20)
+    assert np.abs(bat - seq).max() <= 1e-5 * binding.body_height
+
+
+def test_batched_undeformed_and_rigid_edits_are_exact(long_walk):
+    skel, motion, mesh, _, binding = long_walk
+    H = binding.body_height
+    same = adapt(binding, mesh)
+    assert np.abs(same.positions - motion).max() <= 1e-6 * H
+    R = random_rotation(np.random.default_rng(2))
+    shift = np.array([3.0, -7.0, 0.5])
+    moved = adapt(binding, mesh.with_vertices(mesh.vertices @ R.T + shift))
+    assert np.abs(moved.positions - (motion @ R.T + shift)).max() <= 1e-6 * H
+
+
+def test_batched_solve_on_an_animated_floor_matches_the_sequential_one():
+    skel, motion = S.walk(300)
+    verts, tris = S.grid(16.0, 4.0, 32, 8, origin=(-2.0, -2.0))
+    rise = np.linspace(0.0, 0.3, 300)
+    frames = np.repeat(verts[None], 300, axis=0)
+    frames[:, :, 2] += rise[:, None]
+    binding = bind(skel, motion, TriMesh(verts, tris))
+    lifted = TriMesh(frames, tris)
+    seq = adapt(binding, lifted, solver_options={"segments": 0})
+    bat = adapt(binding, lifted, solver_options={"segments": 100})
+    assert np.abs(bat.positions - seq.positions).max() <= 1e-5 * binding.body_height
+
+
+def test_a_batched_solve_reports_progress_and_can_be_cancelled(long_walk):
+    _, _, mesh, ranges, binding = long_walk
+    seen = []
+
+    def progress(done, total):
+        seen.append((done, total))
+        return done < 20
+
+    with pytest.raises(Cancelled):
+        adapt(binding, _edited(mesh, ranges), progress=progress)
+    assert seen and all(0 < d <= t for d, t in seen)
+
+
+def test_culled_coefficients_equal_the_dense_ones():
+    # A floor, a box and a wall around a walk: the per-joint boxes keep every
+    # (frame, joint, descriptor) that has a weight, with the same values.
+    skel, motion = S.walk(64)
+    floor = S.grid(8.0, 4.0, 32, 16, origin=(-2.0, -2.0), height=S.hills(0.1, 2.0))
+    box = S.box((1.5, 0.6, 0.25), (0.5, 0.4, 0.5), subdivisions=3)
+    wall = S.box((2.0, -1.2, 1.0), (4.0, 0.1, 2.0), subdivisions=4)
+    verts, tris, _ = S.merge(floor, box, wall)
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh)
+    d, n, t, b = frames_of(mesh, binding.triangles, binding.barycentrics, 0)
+    window = 0.25 * binding.body_height
+    for f0 in (0, 16, 40):
+        p = motion[f0:f0 + 16]
+        centre = p.reshape(-1, 3).mean(axis=0)
+        fast = _culled(p - centre, d - centre, n, t, b, window)
+        slow = _dense(p - centre, (d - centre)[None].repeat(16, 0), *(v[None].repeat(16, 0) for v in (n, t, b)),
+                      window)
+        for x, y in zip(fast[:3], slow[:3]):
+            np.testing.assert_array_equal(x, y)
+        for x, y in zip(fast[3:], slow[3:]):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
+        assert len(fast[0]) > 1000

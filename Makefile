@@ -12,7 +12,7 @@ SCIPY_VERSION := 1.13.1
 EXT_CLI = $(VENV)/lib/python3.11/site-packages/bpy/5.0/scripts/addons_core/bl_pkg/cli/blender_ext.py
 WHEEL_PLATFORMS := manylinux2014_x86_64 win_amd64 macosx_12_0_arm64 macosx_10_9_x86_64
 
-.PHONY: setup setup45 test test-core test-blender test-blender45 demo bench extension clean
+.PHONY: setup setup45 test test-core test-blender test-blender45 demo bench bench-scale extension clean
 
 setup: $(VENV)/.installed
 
@@ -56,6 +56,12 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/bench_core.py
+
+# Bind and adapt time and peak memory against clip length and triangle count, with a log-log
+# plot (matplotlib is only needed here, so it is not in requirements-dev.txt).
+bench-scale: setup
+	$(PY) -m pip install --quiet matplotlib==3.9.4
+	$(PY) benchmarks/bench_scale.py
 
 clean:
 	rm -rf $(VENV) $(VENV45) .pytest_cache .hypothesis dist demo_out blender_reldesc/wheels

@@ -117,6 +117,25 @@ def test_box_tree_matches_brute_force(seed, count, leaf):
     assert set(zip(pt.tolist(), box.tolist())) == set(zip(*np.nonzero(near)))
 
 
+def test_box_tree_and_collider_answer_the_same_in_chunks(monkeypatch):
+    rng = np.random.default_rng(9)
+    lo = rng.uniform(-5, 5, size=(300, 3))
+    hi = lo + rng.exponential(0.8, size=(300, 3))
+    pts = rng.uniform(-6, 7, size=(500, 3))
+    tree = BoxTree(lo, hi)
+    whole = tree.query(pts, 0.3)
+    verts, tris = np.array([[0, 0, 0], [4, 0, 0], [0, 4, 0], [4, 4, 0.5]], float), np.array([[0, 1, 2], [1, 3, 2]])
+    valid = np.ones(2, bool)
+    normals = vertex_normals(verts, tris, valid, np.arange(4))
+    collider = Collider(verts, normals, tris, valid, 1.0)
+    once = collider.closest(pts)
+    monkeypatch.setattr(BoxTree, "CHUNK", 37)
+    for a, b in zip(whole, tree.query(pts, 0.3)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(once, collider.closest(pts)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_box_tree_of_nothing_finds_nothing():
     pt, box = BoxTree(np.zeros((0, 3)), np.zeros((0, 3))).query(np.zeros((4, 3)))
     assert pt.size == 0 and box.size == 0

@@ -90,3 +90,25 @@ def test_key_candidates_are_respected():
     keys, _ = reduce_keys(groups, joints_of, carries, reach, 1e-4, candidates=step)
     for k in keys:
         assert np.all(k % 5 == 0) and k[0] == 0 and k[-1] == 60
+
+
+@pytest.mark.parametrize("order", ["XYZ", "ZXY", "YXZ"])
+def test_euler_compatible_equals_the_frame_by_frame_definition(order):
+    # The vectorised chain against the definition: each frame, of the two triples of the
+    # rotation, each moved by whole turns next to the previous frame's, the nearer one.
+    rng = np.random.default_rng(4)
+    angles = np.cumsum(rng.normal(0, 0.5, (300, 5, 3)), axis=0)
+    angles = (angles + np.pi) % (2 * np.pi) - np.pi
+    ref = rng.normal(0, 3, (5, 3))
+    first, second, third = ("XYZ".index(a) for a in order)
+    prev, want = ref, []
+    for a in angles:
+        b = a.copy()
+        b[:, first] += np.pi
+        b[:, second] = np.pi - b[:, second]
+        b[:, third] += np.pi
+        a = a + 2 * np.pi * np.round((prev - a) / (2 * np.pi))
+        b = b + 2 * np.pi * np.round((prev - b) / (2 * np.pi))
+        prev = np.where((np.abs(b - prev).sum(-1) < np.abs(a - prev).sum(-1))[:, None], b, a)
+        want.append(prev)
+    np.testing.assert_allclose(euler_compatible(angles, order, ref), np.array(want), atol=1e-9)

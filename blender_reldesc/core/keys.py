@@ -213,20 +213,36 @@ def euler_compatible(angles, order, reference):
     Each frame has two triples for one rotation, (a, b, c) and (a + pi, pi - b, c + pi)
     in the order's axes, each defined up to whole turns per angle: the one nearest the
     previous frame wins, so a spinning bone keeps turning instead of jumping by pi.
+
+    Which of the two wins depends only on which one the previous frame took (distances up to
+    whole turns do not depend on the turns), so the choice is a two-state chain: both
+    transitions are computed for every frame at once, the chain is walked with one small
+    operation per frame, and the whole turns are then added by ``np.unwrap``.
     """
     first, second, third = ("XYZ".index(a) for a in order)
-    out = np.array(angles, dtype=float, copy=True)
-    prev = np.asarray(reference, float)
+    a = np.array(angles, dtype=float, copy=True)
+    if not len(a):
+        return a
+    b = a.copy()
+    b[..., first] += np.pi
+    b[..., second] = np.pi - b[..., second]
+    b[..., third] += np.pi
+    ref = np.broadcast_to(np.asarray(reference, float), a.shape[1:])[None]
     two_pi = 2.0 * np.pi
-    for f in range(len(out)):
-        a = out[f]
-        b = a.copy()
-        b[..., first] += np.pi
-        b[..., second] = np.pi - b[..., second]
-        b[..., third] += np.pi
-        a = a + two_pi * np.round((prev - a) / two_pi)
-        b = b + two_pi * np.round((prev - b) / two_pi)
-        use_b = np.abs(b - prev).sum(-1) < np.abs(a - prev).sum(-1)
-        out[f] = np.where(use_b[..., None], b, a)
-        prev = out[f]
-    return out
+
+    def far(x, y):
+        d = x - y
+        return np.abs(d - two_pi * np.round(d / two_pi)).sum(-1)
+
+    after_a = np.concatenate([ref, a[:-1]])
+    after_b = np.concatenate([ref, b[:-1]])
+    from_a = far(b, after_a) < far(a, after_a)          # (F,B): b wins if the previous frame took a
+    from_b = far(b, after_b) < far(a, after_b)
+    took_b = np.empty(from_a.shape, bool)
+    state = from_a[0]
+    took_b[0] = state
+    for f in range(1, len(a)):
+        state = np.where(state, from_b[f], from_a[f])
+        took_b[f] = state
+    chosen = np.where(took_b[..., None], b, a)
+    return np.unwrap(np.concatenate([ref, chosen]), axis=0)[1:]

@@ -91,7 +91,7 @@ class Binding:
 
     def coefficients(self):
         """The whole coefficient table as one ``Coefficients`` (for inspection and tests)."""
-        blocks = self.cache.covering(0, self.frame_count)
+        blocks = list(self.cache.covering(0, self.frame_count))
         cat = [np.concatenate([getattr(b, k) for b in blocks])
                for k in ("frame", "joint", "desc", "weight", "coeff", "proximity")]
         return Coefficients(0, self.frame_count, *cat)

@@ -195,15 +195,17 @@ class CoefficientCache:
         return c
 
     def covering(self, start, stop):
-        """Blocks that cover frames ``start .. stop - 1``.
+        """Blocks that cover frames ``start .. stop - 1``, in order (a generator).
 
         A short span of several frames (a live-preview jump) whose block is not cached yet is
         computed on its own, without building and caching the whole block.
         """
         first = (start // BLOCK_FRAMES) * BLOCK_FRAMES
         if 1 < stop - start <= SHORT_SPAN and first not in self.blocks and stop <= first + BLOCK_FRAMES:
-            return [self._compute(start, stop - start)]
-        return [self.block(s) for s in range(first, stop, BLOCK_FRAMES)]
+            yield self._compute(start, stop - start)
+            return
+        for s in range(first, stop, BLOCK_FRAMES):       # one at a time: blocks past the budget are
+            yield self.block(s)                          # computed, used and dropped
 
 
 def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):

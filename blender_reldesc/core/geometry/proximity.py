@@ -197,6 +197,9 @@ class Collider:
         """
         points = np.asarray(points, dtype=float).reshape(-1, 3)
         P = len(points)
+        if P > BoxTree.CHUNK:                          # bounded memory on long clips
+            parts = [self.closest(points[i:i + BoxTree.CHUNK]) for i in range(0, P, BoxTree.CHUNK)]
+            return tuple(np.concatenate(x) for x in zip(*parts))
         radius = np.full(P, self.band / self.SEARCH_SHRINK)
         dist, tri_out, bary_out, foot = self._nearest(points, radius)
         again = np.flatnonzero(dist > radius)               # nothing that close: look farther

@@ -105,6 +105,9 @@ class BoxTree:
     triangles next to large ones, or tall boxes over a fine floor, costs no more per query.
     """
 
+    #: Points queried at a time.
+    CHUNK = 32768
+
     def __init__(self, lo, hi, leaf_size=8):
         lo = np.asarray(lo, dtype=float).reshape(-1, 3)
         hi = np.asarray(hi, dtype=float).reshape(-1, 3)
@@ -147,6 +150,14 @@ class BoxTree:
         r2 = None
         if radius is not None:
             r2 = np.broadcast_to(np.asarray(radius, dtype=float) ** 2, (len(points),))
+        if len(points) > self.CHUNK:                 # bounded memory: the frontier grows with the points
+            parts = [self._query(points[i:i + self.CHUNK], None if r2 is None else r2[i:i + self.CHUNK])
+                     for i in range(0, len(points), self.CHUNK)]
+            return (np.concatenate([pt + i for (pt, _), i in zip(parts, range(0, len(points), self.CHUNK))]),
+                    np.concatenate([box for _, box in parts]))
+        return self._query(points, r2)
+
+    def _query(self, points, r2):
         pt = np.arange(len(points))
         node = np.zeros(len(points), np.int64)
         for depth, (lo, hi) in enumerate(self.levels):

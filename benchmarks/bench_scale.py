@@ -78,7 +78,9 @@ def case(frames, triangles):
     t0 = time.perf_counter()
     result = adapt(binding, edited)
     t_again = time.perf_counter() - t0
-    return dict(frames=frames, triangles=mesh.triangle_count, descriptors=binding.descriptor_count,
+    import blender_reldesc
+    return dict(code=str(pathlib.Path(blender_reldesc.__file__).resolve().parents[1]),
+                frames=frames, triangles=mesh.triangle_count, descriptors=binding.descriptor_count,
                 bind_s=t_bind, first_adapt_s=t_first, adapt_s=t_again, base_mb=base, bind_peak_mb=after_bind,
                 adapt_peak_mb=peak_mb(), bone_err=float(result.bone_length_error.mean()))
 
@@ -104,7 +106,8 @@ def exponent(xs, ys):
 
 
 def table(title, rows, key):
-    print(f"\n### {title}\n")
+    codes = sorted({r["code"] for r in rows if "code" in r})
+    print(f"\n### {title}\n\n(code measured: {', '.join(codes) or 'none'})\n")
     print(f"| {key} | descriptors | bind s | first adapt s | adapt s | adapt fps | peak MB after bind "
           "| peak MB after adapt | bone err % |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -144,9 +144,9 @@ class Collider:
     point, which is well defined at edges and vertices (a pseudo-normal).
 
     The closest triangle is searched in a bounding-volume hierarchy of the
-    triangles, first within ``band / SEARCH_SHRINK`` of each point and then,
-    for the points that found nothing that close, within the distance of the
-    best triangle found or the whole band. A triangle closer than the best one
+    triangles, first within ``band / SEARCH_SHRINK`` of each point; a point that
+    found a triangle only beyond that radius searches again within its distance,
+    one that found nothing searches twice as far, up to the whole band. A triangle closer than the best one
     found has its box within that distance too, so the result is exact, while a
     point near a finely cut surface tests the few triangles around it rather
     than every triangle in the band.
@@ -202,11 +202,16 @@ class Collider:
             return tuple(np.concatenate(x) for x in zip(*parts))
         radius = np.full(P, self.band / self.SEARCH_SHRINK)
         dist, tri_out, bary_out, foot = self._nearest(points, radius)
-        again = np.flatnonzero(dist > radius)               # nothing that close: look farther
-        if again.size:
-            wider = np.minimum(dist[again], self.band)
-            d2, t2, b2, f2 = self._nearest(points[again], wider)
-            dist[again], tri_out[again], bary_out[again], foot[again] = d2, t2, b2, f2
+        todo = np.flatnonzero(dist > radius)
+        while todo.size:
+            # Found something beyond the radius: everything nearer is within its distance.
+            # Found nothing: look twice as far. Never beyond the band.
+            found = np.isfinite(dist[todo])
+            wider = np.minimum(np.where(found, dist[todo], 2.0 * radius[todo]), self.band)
+            radius[todo] = wider
+            d2, t2, b2, f2 = self._nearest(points[todo], wider)
+            dist[todo], tri_out[todo], bary_out[todo], foot[todo] = d2, t2, b2, f2
+            todo = todo[(d2 > wider) & (wider < self.band)]
         sd = np.full(P, np.inf)
         normal = np.zeros((P, 3))
         hit = np.flatnonzero(tri_out >= 0)

@@ -160,6 +160,8 @@ def main(argv=None):
                     help="floor triangle counts under a 1000-frame clip (the bind figure of the issue is 300 frames)")
     ap.add_argument("--triangle-frames", type=int, default=1000)
     ap.add_argument("--before", default=None, help="another checkout to measure as the baseline")
+    ap.add_argument("--before-json", default=None,
+                    help="take the baseline from this --json file of an earlier run instead of measuring it")
     ap.add_argument("--limit", type=float, default=600.0, help="seconds per case before it is stopped")
     ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "scaling.png"))
     ap.add_argument("--json", default=None, help="write every measured case here")
@@ -174,12 +176,19 @@ def main(argv=None):
     tris = [int(x) for x in args.triangles.split(",") if x]
     codes = [("now", ROOT)] + ([("before", pathlib.Path(args.before).resolve())] if args.before else [])
     results = {}
+    if args.before_json:
+        results["before"] = json.loads(pathlib.Path(args.before_json).read_text())["before"]
+        codes = [c for c in codes if c[0] != "before"]
     for name, code in codes:
         results[name] = dict(
             frames=[run_case(code, f, 10_000, args.limit) for f in frames],
             triangles=[run_case(code, args.triangle_frames, t, args.limit) for t in tris])
         table(f"{name}: clip length (10k-triangle floor)", results[name]["frames"], "frames")
         table(f"{name}: triangles ({args.triangle_frames} frames)", results[name]["triangles"], "triangles")
+    for name in ("before",) if "before" in results and args.before_json else ():
+        table(f"{name} (from {args.before_json}): clip length (10k-triangle floor)", results[name]["frames"], "frames")
+        table(f"{name} (from {args.before_json}): triangles ({args.triangle_frames} frames)",
+              results[name]["triangles"], "triangles")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     styles = {"now": "o-", "before": "s--"}

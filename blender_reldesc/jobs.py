@@ -802,7 +802,7 @@ def contacts_outcomes(bound, mesh, flags, reposition, settings=None, **options):
     locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
     ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
     result, outcomes = adapt_with_contacts(bound.binding, mesh, reposition=reposition, locked=locked,
-                                           ignored=ignored, **settings, **options)
+                                           ignored=ignored, phases=phases, **settings, **options)
     return result, outcomes
 
 

@@ -500,15 +500,19 @@ def _ancestors(sk, j):
 
 
 def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locked=(), ignored=(),
-                        distance=None, speed=None, fps=30.0, friction=FRICTION, up=(0.0, 0.0, 1.0), **options):
+                        distance=None, speed=None, fps=30.0, friction=FRICTION, up=(0.0, 0.0, 1.0), phases=None,
+                        **options):
     """``adapt`` plus contact checking and, with ``reposition``, contact re-positioning.
 
+    phases : the ``detect_contacts`` result for these settings when the caller has it already
+        (detected once per bake); detected here otherwise.
     options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
     Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
     are reported ``unresolved``.
     """
     from ..adaptation import adapt
-    phases = detect_contacts(binding, effectors, distance, speed, friction=friction, fps=fps)
+    if phases is None:
+        phases = detect_contacts(binding, effectors, distance, speed, friction=friction, fps=fps)
     user_pins = options.pop("pins", None)
     result = adapt(binding, mesh, pins=user_pins, **options)
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)

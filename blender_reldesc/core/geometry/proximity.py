@@ -45,59 +45,69 @@ class CoverageIndex:
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
         self.max_distance = max_distance
         tri_ids = np.flatnonzero(valid)
+        # Patches: consecutive triangles along a Z-order curve of their centres.
+        centre = vertices[triangles[tri_ids]].mean(axis=1)
+        lo = centre.min(axis=0)
+        span = max(float((centre.max(axis=0) - lo).max()), 1e-300)
+        cells = np.clip(((centre - lo) / span * 1023.0).astype(np.int64), 0, 1023)
+        self.tri_ids = tri_ids = tri_ids[np.argsort(_morton(cells.T), kind="stable")]
         tri = triangles[tri_ids]
         fn, _ = face_normals(vertices, tri)
         corner_n = normals[tri]                                    # (T,3,3)
         # |n(b)| >= min_k n_k . n_f, so h <= max_distance / that bound.
-        cos = np.clip(np.min(np.einsum("tkd,td->tk", corner_n, fn), axis=1), 0.2, 1.0)
+        cos = np.clip(np.min(np.matmul(corner_n, fn[:, :, None])[..., 0], axis=1), 0.2, 1.0)
         reach = max_distance / cos
-        pts = np.concatenate([vertices[tri], vertices[tri] + reach[:, None, None] * corner_n], axis=1)
+        corners = vertices[tri]
+        # The six points, point-major (6,T,3): reductions over them run along the first axis.
+        pts = np.concatenate([corners.transpose(1, 0, 2),
+                              (corners + reach[:, None, None] * corner_n).transpose(1, 0, 2)])
         # Pad by the coverage test's own slack, so a joint exactly above an
         # edge (common on grids) is not lost to rounding at a box boundary.
-        pad = C.BARY_TOLERANCE * (pts.max(axis=1) - pts.min(axis=1)).max(axis=1) + 1e-12 * max_distance
-        # Patches: consecutive triangles along a Z-order curve of their centres.
-        centre = vertices[tri].mean(axis=1)
-        lo = centre.min(axis=0)
-        span = max(float((centre.max(axis=0) - lo).max()), 1e-300)
-        cells = np.clip(((centre - lo) / span * 1023.0).astype(np.int64), 0, 1023)
-        order = np.argsort(_morton(cells.T), kind="stable")
-        self.tri_ids = tri_ids[order]
-        fn, pts, pad = fn[order], pts[order], pad[order]
         # Each triangle's box in its own frame (first edge, in-plane normal to it, face normal).
-        first = vertices[tri[order, 0]]
-        e1 = normalize(vertices[tri[order, 1]] - first)
+        first = corners[:, 0]
+        e1 = normalize(corners[:, 1] - first)
         self.origin = first
         self.frame = np.stack([e1, np.cross(fn, e1), fn], axis=1)            # (T,3,3) rows
-        local = np.einsum("tij,tkj->tki", self.frame, pts - first[:, None])
-        self.local_lo = local.min(axis=1) - pad[:, None]
-        self.local_hi = local.max(axis=1) + pad[:, None]
-        # Each patch's box in the frame of its mean normal, cut into slabs of height.
-        T = len(self.tri_ids)
-        starts = np.arange(0, T, self.PATCH)
+        local = np.matmul(self.frame, (pts - first)[..., None])[..., 0]
+        self.local_lo, self.local_hi = local.min(axis=0), local.max(axis=0)
+        del local
+        # (2 x the largest side in its own frame bounds the largest side of its world box.)
+        pad = 2.0 * C.BARY_TOLERANCE * (self.local_hi - self.local_lo).max(axis=1) + 1e-12 * max_distance
+        self.local_lo -= pad[:, None]
+        self.local_hi += pad[:, None]
+        # Each patch's box in the frame of its mean normal, cut into slabs of height. The last
+        # patch is filled up with copies of the last triangle (which change no bound).
+        T = len(tri_ids)
+        K = self.PATCH
+        starts = np.arange(0, T, K)
         self.patch_start = starts
         self.patch_count = np.diff(np.r_[starts, T])
-        pn = np.add.reduceat(fn, starts)
+        fill = np.r_[np.arange(T), np.full(len(starts) * K - T, T - 1)]
+        pn = fn[fill].reshape(-1, K, 3).sum(axis=1)
         flat = np.linalg.norm(pn, axis=1) < 1e-6 * self.patch_count     # normals that cancel (a thin wall)
         pn = normalize(np.where(flat[:, None], [[0.0, 0.0, 1.0]], pn))   # any frame bounds the patch
         helper = np.where(np.abs(pn[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
         u = normalize(np.cross(pn, helper))
         pframe = np.stack([u, np.cross(pn, u), pn], axis=1)                  # (Pt,3,3)
-        patch = np.repeat(np.arange(len(starts)), self.patch_count)
-        plocal = np.einsum("tij,tkj->tki", pframe[patch], pts)               # about the origin
-        plo = np.minimum.reduceat(plocal.min(axis=1) - pad[:, None], starts)
-        phi = np.maximum.reduceat(plocal.max(axis=1) + pad[:, None], starts)
+        of = np.repeat(np.arange(len(starts)), K)                           # patch of each filled slot
+        plocal = np.matmul(pframe[of], pts[:, fill][..., None])[..., 0]      # (6,Pt*K,3), about the origin
+        plo = (plocal.min(axis=0) - pad[fill, None]).reshape(-1, K, 3).min(axis=1)
+        phi = (plocal.max(axis=0) + pad[fill, None]).reshape(-1, K, 3).max(axis=1)
+        del plocal, pts
         self.patch_frame, self.patch_lo, self.patch_hi = pframe, plo, phi
         width = np.maximum((phi - plo)[:, :2].max(axis=1), 1e-300)
         slabs = np.clip(np.ceil((phi - plo)[:, 2] / width), 1, self.MAX_SLABS).astype(np.int64)
         owner, part = expand_ranges(np.zeros(len(starts), np.int64), slabs)
         z = plo[owner, 2:] + (part[:, None] + np.arange(2)) / slabs[owner, None] * (phi - plo)[owner, 2:]
-        corner = np.stack(np.meshgrid([0, 1], [0, 1], [0, 1], indexing="ij"), -1).reshape(8, 3)
         box_lo = np.stack([plo[owner, 0], plo[owner, 1], z[:, 0]], axis=1)
         box_hi = np.stack([phi[owner, 0], phi[owner, 1], z[:, 1]], axis=1)
-        local_corners = np.where(corner[None] == 1, box_hi[:, None], box_lo[:, None])     # (S,8,3)
-        world = np.einsum("sji,skj->ski", pframe[owner], local_corners)        # frame rows -> world
+        # The world box of an oriented box: its centre turned, its half sides through |R|.
+        rot = pframe[owner].transpose(0, 2, 1)                               # local -> world
+        centre = np.matmul(rot, (0.5 * (box_lo + box_hi))[..., None])[..., 0]
+        half = np.matmul(np.abs(rot), (0.5 * (box_hi - box_lo))[..., None])[..., 0]
+        half += 1e-12 * max_distance + 4 * np.finfo(float).eps * np.abs(centre)   # rounding of the turn
+        self.tree = BoxTree(centre - half, centre + half)
         self.slab_owner = owner
-        self.tree = BoxTree(world.min(axis=1), world.max(axis=1))
 
     def _candidates(self, points):
         """(point, triangle slot) pairs whose boxes (patch's, then triangle's) hold the point."""
@@ -146,21 +156,24 @@ class Collider:
     The closest triangle is searched in a bounding-volume hierarchy of the
     triangles, first within ``band / SEARCH_SHRINK`` of each point; a point that
     found a triangle only beyond that radius searches again within its distance,
-    one that found nothing searches twice as far, up to the whole band. A triangle closer than the best one
+    one that found nothing searches ``SEARCH_GROWTH`` times farther, up to the whole band. A triangle closer than the best one
     found has its box within that distance too, so the result is exact, while a
     point near a finely cut surface tests the few triangles around it rather
     than every triangle in the band.
     """
 
-    #: The first search radius is the band divided by this.
+    #: The first search radius is the band divided by this; a point that finds nothing
+    #: searches again this many times farther (a point at distance d from a finely cut
+    #: surface first meets the triangles within sqrt(GROWTH^2 - 1) d of its foot).
     SEARCH_SHRINK = 8.0
+    SEARCH_GROWTH = 1.25
 
     def __init__(self, vertices, normals, triangles, valid, band):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
         self.band = float(band)
         self.tri_ids = np.flatnonzero(valid)
-        corners = vertices[triangles[self.tri_ids]]
-        self.tree = BoxTree(corners.min(axis=1), corners.max(axis=1))
+        a, b, c = (vertices[triangles[self.tri_ids, k]] for k in range(3))
+        self.tree = BoxTree(np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c))
 
     def signed_distance(self, points):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf."""
@@ -207,7 +220,7 @@ class Collider:
             # Found something beyond the radius: everything nearer is within its distance.
             # Found nothing: look twice as far. Never beyond the band.
             found = np.isfinite(dist[todo])
-            wider = np.minimum(np.where(found, dist[todo], 2.0 * radius[todo]), self.band)
+            wider = np.minimum(np.where(found, dist[todo], self.SEARCH_GROWTH * radius[todo]), self.band)
             radius[todo] = wider
             d2, t2, b2, f2 = self._nearest(points[todo], wider)
             dist[todo], tri_out[todo], bary_out[todo], foot[todo] = d2, t2, b2, f2

@@ -127,7 +127,8 @@ class BoxTree:
         slots = L * leaf_size
         self.lo = np.full((slots, 3), np.inf)
         self.hi = np.full((slots, 3), -np.inf)                 # padding: boxes nothing is inside
-        self.lo[:B], self.hi[:B] = lo[self.order], hi[self.order]
+        np.take(lo, self.order, axis=0, out=self.lo[:B])
+        np.take(hi, self.order, axis=0, out=self.hi[:B])
         levels = [(self.lo.reshape(L, leaf_size, 3).min(axis=1), self.hi.reshape(L, leaf_size, 3).max(axis=1))]
         while len(levels[-1][0]) > 1:
             a, b = levels[-1]

@@ -165,6 +165,7 @@ def main(argv=None):
     ap.add_argument("--limit", type=float, default=600.0, help="seconds per case before it is stopped")
     ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "scaling.png"))
     ap.add_argument("--json", default=None, help="write every measured case here")
+    ap.add_argument("--baseline-only", action="store_true", help="measure only the --before checkout")
     ap.add_argument("--case", nargs=2, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.case:
@@ -175,6 +176,8 @@ def main(argv=None):
     frames = [int(x) for x in args.frames.split(",") if x]
     tris = [int(x) for x in args.triangles.split(",") if x]
     codes = [("now", ROOT)] + ([("before", pathlib.Path(args.before).resolve())] if args.before else [])
+    if args.baseline_only:
+        codes = codes[1:]
     results = {}
     if args.before_json:
         results["before"] = json.loads(pathlib.Path(args.before_json).read_text())["before"]

@@ -385,17 +385,20 @@ class Collisions:
             sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
         allowed = np.minimum(np.where(np.isinf(sd), 0.0, sd), 0.0)
         clearance = np.where(sd > 0, np.minimum(sd, self.band), 0.0)
+        distance = np.where(np.isinf(sd), self.band, np.abs(sd))   # no surface within the band: at least that
         if self._target is None:
             F = max(self.frames or 0, int(frames.max()) + 1)
             J = targets.shape[1]
             self._target = np.zeros((F, J, 3))
-            self._allowed, self._clearance = np.zeros((F, J)), np.zeros((F, J))
+            self._allowed, self._clearance, self._distance = np.zeros((F, J)), np.zeros((F, J)), np.zeros((F, J))
         elif frames.max() >= len(self._target):
             grow = int(frames.max()) + 1 - len(self._target)
             self._target = np.concatenate([self._target, np.zeros((grow,) + self._target.shape[1:])])
-            self._allowed = np.concatenate([self._allowed, np.zeros((grow, self._allowed.shape[1]))])
-            self._clearance = np.concatenate([self._clearance, np.zeros((grow, self._clearance.shape[1]))])
+            self._allowed, self._clearance, self._distance = (
+                np.concatenate([x, np.zeros((grow, x.shape[1]))])
+                for x in (self._allowed, self._clearance, self._distance))
         self._target[frames], self._allowed[frames], self._clearance[frames] = targets, allowed, clearance
+        self._distance[frames] = distance
 
     def __call__(self, p, fs):
         """Push the joints of poses ``p`` (S,J,3) at frames ``fs`` (S,) out of the surfaces (or
@@ -407,13 +410,18 @@ class Collisions:
         si, ji = np.nonzero(moved >= self._clearance[fs] - self.tol)
         if si.size == 0:
             return p
+        # The distance to the surface changes no faster than the joint moves: bounds for the
+        # search (a joint still a band away is not searched at all; the others in one round).
+        was, step = self._distance[fs[si], ji], moved[si, ji]
+        near, far = np.maximum(was - step - self.tol, 0.0), was + step + self.tol
         if self.mesh.animated:
             sd, normal = np.empty(si.size), np.empty((si.size, 3))
             for f in np.unique(fs[si]).tolist():
                 rows = np.flatnonzero(fs[si] == f)
-                sd[rows], normal[rows] = self.collider(f).signed_distance(p[si[rows], ji[rows]])
+                sd[rows], normal[rows] = self.collider(f).signed_distance(p[si[rows], ji[rows]], near[rows],
+                                                                          far[rows])
         else:
-            sd, normal = self.collider(0).signed_distance(p[si, ji])
+            sd, normal = self.collider(0).signed_distance(p[si, ji], near, far)
         want = self._allowed[fs[si], ji]
         push = (sd < want - self.tol) & (sd > -self.band)
         if push.any():

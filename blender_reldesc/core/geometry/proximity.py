@@ -175,9 +175,10 @@ class Collider:
         a, b, c = (vertices[triangles[self.tri_ids, k]] for k in range(3))
         self.tree = BoxTree(np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c))
 
-    def signed_distance(self, points):
-        """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf."""
-        sd, normal, _, _ = self.closest(points)
+    def signed_distance(self, points, near=None, far=None):
+        """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf
+        (``near``, ``far``: see ``closest``)."""
+        sd, normal, _, _ = self.closest(points, near, far)
         return sd, normal
 
     def _nearest(self, points, radius):
@@ -203,28 +204,43 @@ class Collider:
         best[who], tri_out[who], bary_out[who], foot_out[who] = dist[first], tri_id[first], bary[first], foot[first]
         return best, tri_out, bary_out, foot_out
 
-    def closest(self, points):
+    def closest(self, points, near=None, far=None):
         """``sd (P,), normal (P,3), triangle (P,), bary (P,3)`` of the closest surface point.
 
         Points with no surface within the band get sd = +inf and triangle -1.
+        near, far : optional (P,) lower and upper bounds of the points' distances to the
+            surface (a point that moved m from where its distance was d is between d - m
+            and d + m away). A point at least the band away is not searched at all; the
+            others search within ``far`` at once, so one round finds their surface.
         """
         points = np.asarray(points, dtype=float).reshape(-1, 3)
         P = len(points)
         if P > BoxTree.CHUNK:                          # bounded memory on long clips
-            parts = [self.closest(points[i:i + BoxTree.CHUNK]) for i in range(0, P, BoxTree.CHUNK)]
+            cut = [slice(i, i + BoxTree.CHUNK) for i in range(0, P, BoxTree.CHUNK)]
+            parts = [self.closest(points[c], None if near is None else near[c], None if far is None else far[c])
+                     for c in cut]
             return tuple(np.concatenate(x) for x in zip(*parts))
+        dist, tri_out = np.full(P, np.inf), np.full(P, -1)
+        bary_out, foot = np.zeros((P, 3)), np.zeros((P, 3))
         radius = np.full(P, self.band / self.SEARCH_SHRINK)
-        dist, tri_out, bary_out, foot = self._nearest(points, radius)
-        todo = np.flatnonzero(dist > radius)
+        todo = np.arange(P)
+        if near is not None:
+            near = np.asarray(near, dtype=float)
+            radius = np.maximum(radius, np.minimum(near, self.band))
+            todo = np.flatnonzero(near < self.band)
+        if far is not None:
+            radius = np.maximum(radius, np.minimum(np.asarray(far, dtype=float), self.band))
+        first = True
         while todo.size:
-            # Found something beyond the radius: everything nearer is within its distance.
-            # Found nothing: look twice as far. Never beyond the band.
-            found = np.isfinite(dist[todo])
-            wider = np.minimum(np.where(found, dist[todo], self.SEARCH_GROWTH * radius[todo]), self.band)
-            radius[todo] = wider
-            d2, t2, b2, f2 = self._nearest(points[todo], wider)
+            if not first:
+                # Found something beyond the radius: everything nearer is within its distance.
+                # Found nothing: look farther. Never beyond the band.
+                found = np.isfinite(dist[todo])
+                radius[todo] = np.minimum(np.where(found, dist[todo], self.SEARCH_GROWTH * radius[todo]), self.band)
+            d2, t2, b2, f2 = self._nearest(points[todo], radius[todo])
             dist[todo], tri_out[todo], bary_out[todo], foot[todo] = d2, t2, b2, f2
-            todo = todo[(d2 > wider) & (wider < self.band)]
+            todo = todo[(d2 > radius[todo]) & (radius[todo] < self.band)]
+            first = False
         sd = np.full(P, np.inf)
         normal = np.zeros((P, 3))
         hit = np.flatnonzero(tri_out >= 0)

@@ -244,8 +244,12 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     if not mesh.animated and influence is None and len(frames) == coef.count:
         return _whole_block(coef, mesh, tri, bary, J)
     R = len(frames) * J
-    lo = np.searchsorted(coef.frame, frames[0], "left")
-    hi = np.searchsorted(coef.frame, frames[-1], "right")
+    if coef.summed is not None:                      # the rows' bounds are known: no search
+        indptr = coef.summed[0]
+        lo, hi = int(indptr[(frames[0] - coef.start) * J]), int(indptr[(frames[-1] + 1 - coef.start) * J])
+    else:
+        lo = np.searchsorted(coef.frame, frames[0], "left")
+        hi = np.searchsorted(coef.frame, frames[-1], "right")
     sel = slice(lo, hi)
     row_of_frame = np.full(coef.count, -1)
     row_of_frame[frames - coef.start] = np.arange(len(frames))

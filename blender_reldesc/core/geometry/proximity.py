@@ -167,6 +167,8 @@ class Collider:
     #: surface first meets the triangles within sqrt(GROWTH^2 - 1) d of its foot).
     SEARCH_SHRINK = 8.0
     SEARCH_GROWTH = 1.25
+    #: Up to this many points are searched within the whole band in one round.
+    FEW = 256
 
     def __init__(self, vertices, normals, triangles, valid, band):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
@@ -222,14 +224,19 @@ class Collider:
             return tuple(np.concatenate(x) for x in zip(*parts))
         dist, tri_out = np.full(P, np.inf), np.full(P, -1)
         bary_out, foot = np.zeros((P, 3)), np.zeros((P, 3))
-        radius = np.full(P, self.band / self.SEARCH_SHRINK)
+        # Within the upper bound when there is one (one round); a few points (a live frame)
+        # within the whole band at once (rounds cost more than the triangles they spare);
+        # many points from a small radius up.
+        start = self.band / self.SEARCH_SHRINK
+        if far is not None:
+            radius = np.clip(np.asarray(far, dtype=float), start, self.band)
+        else:
+            radius = np.full(P, self.band if P <= self.FEW else start)
         todo = np.arange(P)
         if near is not None:
             near = np.asarray(near, dtype=float)
             radius = np.maximum(radius, np.minimum(near, self.band))
             todo = np.flatnonzero(near < self.band)
-        if far is not None:
-            radius = np.maximum(radius, np.minimum(np.asarray(far, dtype=float), self.band))
         first = True
         while todo.size:
             if not first:

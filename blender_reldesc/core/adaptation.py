@@ -759,7 +759,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     pins : None or (F,J,3) float, positional constraints, NaN where free.
     collisions : push joints out of the environment along the closest normal.
     solver_options : optional dict of ``solvers.Warper`` settings (substeps,
-        iterations, final_iterations, feed_forward); ``limits=None`` switches
+        iterations, final_iterations, feed_forward, segments: 0 solves frame
+        after frame instead of in batched segments); ``limits=None`` switches
         the joint limits off (bend and twist), ``hinges=None`` the hinge
         reflection, ``share_compression=False`` the ducking stage (on by
         default).

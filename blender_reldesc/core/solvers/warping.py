@@ -12,6 +12,9 @@ alone, which with k = 1 and N_s = 3 lags behind a moving target by several
 centimetres at walking speed; advancing by the target motion keeps the same
 temporal coherence (the residual of the previous frame is carried over) while
 an undeformed or rigidly moved environment reproduces the motion exactly.
+
+Product improvement for speed: a long clip is solved as segments in one batch,
+then chained until it equals the frame-by-frame solve (``Warper.run``).
 """
 
 from __future__ import annotations

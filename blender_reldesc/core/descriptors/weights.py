@@ -248,8 +248,9 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
         indptr = coef.summed[0]
         lo, hi = int(indptr[(frames[0] - coef.start) * J]), int(indptr[(frames[-1] + 1 - coef.start) * J])
     else:
-        lo = np.searchsorted(coef.frame, frames[0], "left")
-        hi = np.searchsorted(coef.frame, frames[-1], "right")
+        first, last = np.asarray(frames[[0, -1]], dtype=coef.frame.dtype)   # same type: no copy of the table
+        lo = np.searchsorted(coef.frame, first, "left")
+        hi = np.searchsorted(coef.frame, last, "right")
     sel = slice(lo, hi)
     row_of_frame = np.full(coef.count, -1)
     row_of_frame[frames - coef.start] = np.arange(len(frames))

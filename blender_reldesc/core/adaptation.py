@@ -363,7 +363,7 @@ class Collisions:
         self.tol = 1e-9 * body_height
         self.frames = frames or mesh.frame_count
         self._collider = {}
-        self._target = self._allowed = self._clearance = None
+        self._target = self._sd = None
 
     def collider(self, f):
         key = f if self.mesh.animated else 0
@@ -383,22 +383,13 @@ class Collisions:
             sd = np.stack([self.collider(f).signed_distance(t)[0] for f, t in zip(frames.tolist(), targets)])
         else:
             sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
-        allowed = np.minimum(np.where(np.isinf(sd), 0.0, sd), 0.0)
-        clearance = np.where(sd > 0, np.minimum(sd, self.band), 0.0)
-        distance = np.where(np.isinf(sd), self.band, np.abs(sd))   # no surface within the band: at least that
-        if self._target is None:
-            F = max(self.frames or 0, int(frames.max()) + 1)
-            J = targets.shape[1]
-            self._target = np.zeros((F, J, 3))
-            self._allowed, self._clearance, self._distance = np.zeros((F, J)), np.zeros((F, J)), np.zeros((F, J))
-        elif frames.max() >= len(self._target):
-            grow = int(frames.max()) + 1 - len(self._target)
-            self._target = np.concatenate([self._target, np.zeros((grow,) + self._target.shape[1:])])
-            self._allowed, self._clearance, self._distance = (
-                np.concatenate([x, np.zeros((grow, x.shape[1]))])
-                for x in (self._allowed, self._clearance, self._distance))
-        self._target[frames], self._allowed[frames], self._clearance[frames] = targets, allowed, clearance
-        self._distance[frames] = distance
+        F = max(self.frames or 0, int(frames.max()) + 1)
+        if self._target is None or len(self._target) < F:           # per frame: the target and its
+            old = self._target, self._sd                               # signed distance (inf: none in the band)
+            self._target, self._sd = np.zeros((F,) + targets.shape[1:]), np.full((F, targets.shape[1]), np.inf)
+            if old[0] is not None:
+                self._target[:len(old[0])], self._sd[:len(old[1])] = old
+        self._target[frames], self._sd[frames] = targets, sd
 
     def __call__(self, p, fs):
         """Push the joints of poses ``p`` (S,J,3) at frames ``fs`` (S,) out of the surfaces (or
@@ -406,13 +397,16 @@ class Collisions:
         if p.ndim == 2:
             return self(p[None], np.atleast_1d(fs))[0]
         fs = np.asarray(fs)
+        target_sd = self._sd[fs]
         moved = np.linalg.norm(p - self._target[fs], axis=-1)
-        si, ji = np.nonzero(moved >= self._clearance[fs] - self.tol)
+        clearance = np.where(target_sd > 0, np.minimum(target_sd, self.band), 0.0)
+        si, ji = np.nonzero(moved >= clearance - self.tol)
         if si.size == 0:
             return p
         # The distance to the surface changes no faster than the joint moves: bounds for the
         # search (a joint still a band away is not searched at all; the others in one round).
-        was, step = self._distance[fs[si], ji], moved[si, ji]
+        was = np.minimum(np.abs(target_sd[si, ji]), self.band)    # no surface within the band: at least that
+        step = moved[si, ji]
         near, far = np.maximum(was - step - self.tol, 0.0), was + step + self.tol
         if self.mesh.animated:
             sd, normal = np.empty(si.size), np.empty((si.size, 3))
@@ -422,7 +416,8 @@ class Collisions:
                                                                           far[rows])
         else:
             sd, normal = self.collider(0).signed_distance(p[si, ji], near, far)
-        want = self._allowed[fs[si], ji]
+        # A target behind a surface keeps its depth (a source foot dipping into the floor).
+        want = np.minimum(np.where(np.isinf(target_sd[si, ji]), 0.0, target_sd[si, ji]), 0.0)
         push = (sd < want - self.tol) & (sd > -self.band)
         if push.any():
             p[si[push], ji[push]] += normal[push] * (want[push] - sd[push])[:, None]

@@ -237,7 +237,7 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     as 1/distance beyond d0, so joints near surfaces hold their relation
     while the others give way.
     """
-    J, N = joints, len(tri)
+    J = joints
     if frames is None:
         frames = np.arange(coef.start, coef.start + coef.count)
     frames = np.asarray(frames)
@@ -276,17 +276,23 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
             for k in range(3):
                 targets[:, k] += np.bincount(key[s], weights=wn[s] * point[:, k], minlength=R)  # Eq. 2
     else:
-        # Static mesh: Eq. 2 is four sparse (rows x N) products with the
-        # descriptor positions and frames, the rows already sorted by key.
-        d, n, t, b = frames_of(mesh, tri, bary, 0)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=R))])
-        targets = np.zeros((R, 3))
-        for values, vec in ((wn, d), (wn * c[:, 0], n), (wn * c[:, 1], t), (wn * c[:, 2], b)):
-            targets += sparse.csr_matrix((values, desc, indptr), shape=(R, N)) @ vec
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=R))])      # rows sorted by key
+        targets = _eq2_static(frames_of(mesh, tri, bary, 0), wn, c, desc, indptr, R)
     affinity = np.bincount(key, weights=wn * coef.proximity[sel][use], minlength=R)
     targets[total == 0] = np.nan
     affinity[total == 0] = 0.0
     return targets.reshape(-1, J, 3), np.clip(affinity.reshape(-1, J), 0.0, 1.0)
+
+
+def _eq2_static(dntb, wn, coeff, desc, indptr, R):
+    """Eq. 2 on a static mesh: four sparse (rows x N) products of the normalised weights
+    (times each coefficient of Eq. 1) with the descriptors' points and frames (d, n, t, b)."""
+    d, n, t, b = dntb
+    shape = (R, len(d))
+    targets = sparse.csr_matrix((wn, desc, indptr), shape=shape) @ d
+    for k, vec in enumerate((n, t, b)):
+        targets += sparse.csr_matrix((wn * coeff[:, k], desc, indptr), shape=shape) @ vec
+    return targets
 
 
 def _summed(coef, J):
@@ -309,13 +315,7 @@ def _summed(coef, J):
 def _whole_block(coef, mesh, tri, bary, J):
     """``reconstruct`` of every frame of a block on a static mesh with no painted influence:
     four sparse products (rows x N) with the descriptors' positions and frames."""
-    N = len(tri)
     indptr, wn, affinity, empty = _summed(coef, J)
-    R = coef.count * J
-    d, n, t, b = frames_of(mesh, tri, bary, 0)
-    desc = coef.desc
-    targets = sparse.csr_matrix((wn, desc, indptr), shape=(R, N)) @ d
-    for k, vec in enumerate((n, t, b)):
-        targets += sparse.csr_matrix((wn * coef.coeff[:, k], desc, indptr), shape=(R, N)) @ vec
+    targets = _eq2_static(frames_of(mesh, tri, bary, 0), wn, coef.coeff, coef.desc, indptr, coef.count * J)
     targets[empty] = np.nan
     return targets.reshape(-1, J, 3), np.where(empty, 0.0, affinity).reshape(-1, J)

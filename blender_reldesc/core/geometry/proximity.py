@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import constants as C
 from .triangles import closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage
-from .spatial import BoxTree, _morton, expand_ranges
+from .spatial import BoxTree, expand_ranges, z_order
 
 
 class CoverageIndex:
@@ -50,7 +50,7 @@ class CoverageIndex:
         lo = centre.min(axis=0)
         span = max(float((centre.max(axis=0) - lo).max()), 1e-300)
         cells = np.clip(((centre - lo) / span * 1023.0).astype(np.int64), 0, 1023)
-        self.tri_ids = tri_ids = tri_ids[np.argsort(_morton(cells.T), kind="stable")]
+        self.tri_ids = tri_ids = tri_ids[np.argsort(z_order(cells.T), kind="stable")]
         tri = triangles[tri_ids]
         fn, _ = face_normals(vertices, tri)
         corner_n = normals[tri]                                    # (T,3,3)

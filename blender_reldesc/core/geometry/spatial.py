@@ -85,7 +85,7 @@ class BoxGrid:
         return pt[inside], box[inside]
 
 
-def _morton(cells):
+def z_order(cells):
     """Interleave the low 10 bits of three (n,) int arrays into one (n,) int64 Z-order code."""
     code = np.zeros(len(cells[0]), np.int64)
     for bit in range(10):
@@ -121,7 +121,7 @@ class BoxTree:
         base = centre.min(axis=0)
         span = max(float((centre.max(axis=0) - base).max()), 1e-300)
         cells = np.clip(((centre - base) / span * 1023.0).astype(np.int64), 0, 1023)
-        self.order = np.argsort(_morton(cells.T), kind="stable")
+        self.order = np.argsort(z_order(cells.T), kind="stable")
         leaves = -(-B // leaf_size)
         L = 1 << max(0, int(np.ceil(np.log2(leaves))))
         slots = L * leaf_size

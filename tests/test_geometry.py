@@ -7,6 +7,8 @@ from blender_reldesc.core.geometry import (closest_point_on_triangles, normalize
                                            vertex_normals)
 from blender_reldesc.core.geometry import CoverageIndex
 from blender_reldesc.core.geometry import BoxGrid, BoxTree, Collider
+from blender_reldesc.core import TriMesh
+from blender_reldesc.core import synthetic as S
 
 
 def _triangle_with_normals(rng, spread):
@@ -285,3 +287,31 @@ def test_geodesic_searches_agree_with_dijkstra():
         agree += 1
         near += got
     assert 20 < near < 130
+
+
+def test_band_filter_never_drops_a_point_with_a_triangle_box_in_the_band():
+    # Boxes of very different sizes (a floor of large triangles, a finely cut wavy sheet, a
+    # thin pole): a point the cell filter rules out has no triangle box within the band, and
+    # the filter rules out most of the points far from everything.
+    rng = np.random.default_rng(5)
+    parts = [S.grid(6.0, 6.0, 3, 3, origin=(-3.0, -3.0)),
+             S.grid(1.0, 1.0, 30, 30, origin=(0.5, 0.5), height=lambda x, y: 0.6 + 0.05 * np.sin(9 * x)),
+             S.box((-1.0, 1.0, 1.0), (0.02, 0.02, 2.0), subdivisions=1)]
+    verts, tris, _ = S.merge(*parts)
+    mesh = TriMesh(verts, tris)
+    band = 0.17
+    collider = Collider(mesh.vertices, mesh.normals(), mesh.triangles, mesh.valid, band)
+    pts = rng.uniform([-3.5, -3.5, -0.5], [3.5, 3.5, 2.5], size=(4000, 3))
+    pts[:200] = verts[rng.integers(len(verts), size=200)] + rng.uniform(-band, band, (200, 3))
+    kept = collider._in_band(pts)
+    corners = verts[tris[mesh.valid]]
+    lo, hi = corners.min(axis=1), corners.max(axis=1)
+    gap = np.maximum(np.maximum(lo[None] - pts[:, None], pts[:, None] - hi[None]), 0.0)
+    near = (np.einsum("ptk,ptk->pt", gap, gap) <= band * band).any(axis=1)
+    assert not np.any(near & ~kept)
+    assert np.sum(~kept) > 0.5 * np.sum(~near)
+    # And the search with the filter (many points, no bounds) equals the one without it.
+    sd, _, tri, _ = collider.closest(pts)
+    few = [collider.closest(pts[i:i + Collider.FEW]) for i in range(0, len(pts), Collider.FEW)]
+    np.testing.assert_array_equal(sd, np.concatenate([f[0] for f in few]))
+    np.testing.assert_array_equal(tri, np.concatenate([f[2] for f in few]))

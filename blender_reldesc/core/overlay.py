@@ -21,7 +21,8 @@ SOLVED = np.array([0.2, 0.6, 1.0, 1.0])
 def frame_weights(binding, frame, joint, influence=None):
     """Normalised weights (N,) of every descriptor for ``joint`` at ``frame`` (Eq. 6)."""
     block = next(binding.cache.covering(frame, frame + 1))
-    rows = (block.frame == frame) & (block.joint == joint)
+    row = (frame - block.start) * block.joints + joint
+    rows = slice(block.indptr[row], block.indptr[row + 1])
     w = np.zeros(binding.descriptor_count)
     np.add.at(w, block.desc[rows], block.weight[rows])
     if influence is not None:

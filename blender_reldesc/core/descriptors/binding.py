@@ -92,9 +92,11 @@ class Binding:
     def coefficients(self):
         """The whole coefficient table as one ``Coefficients`` (for inspection and tests)."""
         blocks = list(self.cache.covering(0, self.frame_count))
-        cat = [np.concatenate([getattr(b, k) for b in blocks])
-               for k in ("frame", "joint", "desc", "weight", "coeff", "proximity")]
-        return Coefficients(0, self.frame_count, *cat)
+        offsets = np.cumsum([0] + [len(b.desc) for b in blocks])
+        indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets)])
+        cat = [np.concatenate([getattr(b, k) for b in blocks]) for k in ("desc", "weight", "proximity", "affinity")]
+        centre = self.motion.reshape(-1, 3).mean(axis=0)
+        return Coefficients(0, self.frame_count, len(self.skeleton), indptr, *cat, centre)
 
     def targets(self, mesh, frames=None, influence=None):
         """Joint targets (Eq. 2) and affinities on ``mesh``.
@@ -105,12 +107,12 @@ class Binding:
         ``affinity (n,J)``.
         """
         frames = np.arange(self.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
-        J = len(self.skeleton)
         out_t, out_a = [], []
         for block in self.cache.covering(int(frames[0]), int(frames[-1]) + 1):
             inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
             if inside.size:
-                t, a = reconstruct(block, mesh, self.triangles, self.barycentrics, J, influence, inside)
+                t, a = reconstruct(block, self.motion, self.mesh, mesh, self.triangles, self.barycentrics,
+                                   influence, inside)
                 out_t.append(t)
                 out_a.append(a)
         return np.concatenate(out_t), np.concatenate(out_a)

@@ -1,12 +1,24 @@
 """Relative-vector coefficients, weights and reconstruction (SCA 2013 §4, §8).
 
 As in §8 of the paper, only the descriptors' triangles and barycentric
-coordinates are stored; the coefficients (α, β, γ) and weights are computed
-from the original motion on the bind-time mesh when needed, as a sparse table
-of the (frame, joint, descriptor) triples whose weight is not 0. The table is
-built in blocks of frames; ``CoefficientCache`` keeps blocks up to a memory
-budget and recomputes the rest on demand, so a long clip never holds the
-whole table.
+coordinates are stored; the weights are computed from the original motion on
+the bind-time mesh when needed, as a sparse table of the (frame, joint,
+descriptor) triples whose weight is not 0. The table is built in blocks of
+frames; ``CoefficientCache`` keeps blocks up to a memory budget and recomputes
+the rest on demand, so a long clip never holds the whole table.
+
+The table does not store the coefficients (α, β, γ) of Eq. 1. Each descriptor's
+frame F = [n t b] is orthonormal, so (α, β, γ) = Fᵀ (p_j - d_i) and Eq. 2 is
+
+    p'_j = Σ_i w_ij (d'_i + F'_i F_iᵀ (p_j - d_i))
+         = Σ_i w_ij (d'_i - A_i d_i) + (Σ_i w_ij A_i) p_j,      A_i = F'_i F_iᵀ,
+
+one sparse product of the weights with 13 numbers per descriptor (A_i, the
+offset, and 1 for the weights' sum), then a 3x3 map per (frame, joint). The
+result is Eq. 2 exactly; it needs 8 bytes an entry instead of 38, and an
+undeformed or rigidly moved environment gives A_i the same rotation for every
+descriptor, so the source motion comes back exactly whatever the weights'
+precision.
 """
 
 from __future__ import annotations
@@ -28,35 +40,55 @@ SHORT_SPAN = 16
 _DENSE_BUDGET = 2_000_000
 #: Frames per chunk on a static mesh: short, so each joint's box (``_culled``) stays small.
 CULL_FRAMES = 16
-#: Entries of the coefficient table kept in memory (38 bytes each with the normalised
-#: weights of ``_summed``: 460 MB). The 3945-frame real walk over a floor needs 10.6 M, so
-#: re-bakes of clips that long compute nothing again; longer clips recompute blocks past it.
-CACHE_ENTRIES = 12_000_000
+#: Entries of the coefficient table kept in memory (8 bytes each: 400 MB). The 3945-frame
+#: real walk over a floor needs 37-42 M, so re-bakes of clips that long compute nothing
+#: again; longer clips recompute the blocks past it.
+CACHE_ENTRIES = 50_000_000
 
 
 @dataclass
 class Coefficients:
-    """Sparse table of descriptor terms for frames ``start .. start + count``.
+    """Sparse table of descriptor weights for frames ``start .. start + count``.
 
-    Rows are sorted by (frame, joint).
-    frame : (K,) int32, absolute frame index; joint : (K,) int16; desc : (K,) int32.
-    weight : (K,) float32, unnormalised weight w'' (Eq. 3-5).
-    coeff : (K,3) float32, (α, β, γ) of Eq. 1 in the descriptor's (n, t, b) frame.
-    proximity : (K,) float32 in (0,1], ``min(1, d0 / |p_j - d_i|)``: how close the
+    Rows are (frame, joint), frame-major: row ``(f - start) * joints + j``.
+    indptr : (rows + 1,) int64, each row's entries ``indptr[r] : indptr[r + 1]``.
+    desc : (K,) int32, the descriptor of each entry.
+    weight : (K,) float32, the normalised weight w_ij of Eq. 6 (a row sums to 1).
+    proximity : (K,) float16 in (0,1], ``min(1, d0 / |p_j - d_i|)``: how close the
         joint is to the descriptor, for the affinity (see ``reconstruct``).
+    affinity : (rows,) float32, Σ_i w_ij proximity_ij clipped to [0, 1]; 0 on an empty row.
+    centre : (3,) the mean joint position over the block; Eq. 2 is evaluated about it, so
+        nothing depends on how far the scene is from the origin.
     """
 
     start: int
     count: int
-    frame: np.ndarray
-    joint: np.ndarray
+    joints: int
+    indptr: np.ndarray
     desc: np.ndarray
     weight: np.ndarray
-    coeff: np.ndarray
     proximity: np.ndarray
-    #: What Eq. 2 needs of the whole block that no mesh changes (``_summed``), kept once built.
-    summed: tuple = None
+    affinity: np.ndarray
+    centre: np.ndarray
 
+    @property
+    def empty(self):
+        """(rows,) bool: the (frame, joint) rows with no weighted descriptor."""
+        return self.indptr[1:] == self.indptr[:-1]
+
+    @property
+    def frame(self):
+        """(K,) absolute frame of each entry (for inspection)."""
+        return self.start + np.repeat(np.arange(self.count * self.joints) // self.joints, np.diff(self.indptr))
+
+    @property
+    def joint(self):
+        """(K,) joint of each entry (for inspection)."""
+        return np.repeat(np.arange(self.count * self.joints) % self.joints, np.diff(self.indptr))
+
+    @property
+    def nbytes(self):
+        return sum(x.nbytes for x in (self.indptr, self.desc, self.weight, self.proximity, self.affinity))
 
 
 def frames_of(mesh, tri, bary, f):
@@ -65,7 +97,7 @@ def frames_of(mesh, tri, bary, f):
 
 
 def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, count=None):
-    """Coefficients of every joint against every descriptor, from the original motion.
+    """Weights of every joint against every descriptor, from the original motion.
 
     Parameters
     ----------
@@ -78,6 +110,7 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
     F, J, _ = motion.shape
     count = F - start if count is None else count
     N = len(tri)
+    centre = motion[start:start + count].reshape(-1, 3).mean(axis=0) if count else np.zeros(3)
     parts = []
     window = C.WINDOW_FRACTION * body_height
     static = None if mesh.animated else frames_of(mesh, tri, bary, 0)
@@ -86,30 +119,40 @@ def compute_coefficients(motion, mesh, tri, bary, body_height, d0, start=0, coun
         fs = np.arange(f0, min(start + count, f0 + step))
         # Everything about a local centre, so nothing depends on how far the scene is from
         # the origin.
-        centre = motion[fs].reshape(-1, 3).mean(axis=0)
-        p = motion[fs] - centre                                               # (f,J,3)
+        local = motion[fs].reshape(-1, 3).mean(axis=0)
+        p = motion[fs] - local                                                # (f,J,3)
         if static is not None:
-            d, n, t, b = static
-            fi, ji, di, alpha, beta, gamma, dist, r1 = _culled(p, d - centre, n, t, b, window)
+            d, n = static[0], static[1]
+            fi, ji, di, alpha, dist, r1 = _culled(p, d - local, n, window)
         else:
-            d, n, t, b = (np.stack(x) for x in zip(*(frames_of(mesh, tri, bary, f) for f in fs)))
-            fi, ji, di, alpha, beta, gamma, dist, r1 = _dense(p, d - centre, n, t, b, window)
-        facing = np.where(dist > 0, alpha / np.where(dist > 0, dist, 1.0), 1.0)   # Eq. 3
-        fade = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)                      # Eq. 5
-        coeff = np.empty((len(fi), 3), np.float32)                                # Eq. 1
-        coeff[:, 0], coeff[:, 1], coeff[:, 2] = alpha, beta, gamma
-        # Stored compactly (30 bytes an entry instead of 52): float32 keeps targets
-        # within 1e-7 of the float64 ones, far below any tolerance that matters.
-        parts.append((fs[fi].astype(np.int32), ji.astype(np.int16), di.astype(np.int32),
-                      (facing * fade).astype(np.float32), coeff,                               # Eq. 4
-                      (d0 / np.maximum(dist, d0)).astype(np.float32)))
-    if not parts:
-        empty = np.zeros(0, np.int32)
-        return Coefficients(start, count, empty, empty.astype(np.int16), empty, np.zeros(0, np.float32),
-                            np.zeros((0, 3), np.float32), np.zeros(0, np.float32))
-    if len(parts) == 1:
-        return Coefficients(start, count, *parts[0])
-    return Coefficients(start, count, *(np.concatenate(x) for x in zip(*parts)))
+            d, n = (np.stack(x) for x in zip(*((v[0], v[1]) for v in (frames_of(mesh, tri, bary, f) for f in fs))))
+            fi, ji, di, alpha, dist, r1 = _dense(p, d - local, n, window)
+        # In place, as the table has tens of millions of entries: every pass over them counts.
+        w = np.divide(alpha, dist, out=np.ones_like(alpha), where=dist > 0)   # Eq. 3
+        fade = np.subtract(r1, dist, out=r1)                                   # Eq. 5: kept entries have
+        fade *= 1.0 / window                                                   # a fade in (0, inf)
+        fade += 1.0
+        w *= np.minimum(fade, 1.0, out=fade)                                   # Eq. 4
+        key = fi * J
+        key += ji
+        key += (f0 - start) * J
+        proximity = np.maximum(dist, d0, out=dist)
+        parts.append((key, di.astype(np.int32), w, np.divide(d0, proximity, out=proximity)))
+    R = count * J
+    if parts:
+        key, desc, w, proximity = (np.concatenate(x) for x in zip(*parts)) if len(parts) > 1 else parts[0]
+    else:
+        key, desc, w, proximity = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0)
+    counts = np.bincount(key, minlength=R)
+    total = np.bincount(key, weights=w, minlength=R)
+    w /= total[key]                                                            # Eq. 6
+    weight = w.astype(np.float32)
+    proximity = proximity.astype(np.float16)
+    affinity = np.bincount(key, weights=w * proximity, minlength=R)
+    indptr = np.zeros(R + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return Coefficients(start, count, J, indptr, desc, weight, proximity,
+                        np.clip(affinity, 0.0, 1.0).astype(np.float32), centre)
 
 
 def _kept(alpha, dist, r1, window):
@@ -118,7 +161,7 @@ def _kept(alpha, dist, r1, window):
     return ((alpha > 0) | (dist == 0)) & (dist - r1 < window)
 
 
-def _culled(p, d, n, t, b, window):
+def _culled(p, d, n, window):
     """Entries with a weight for frames ``p`` (f,J,3) of a static mesh's descriptors (N,3).
 
     Per joint, over the f frames, a box around its positions. A descriptor in front of every
@@ -126,7 +169,7 @@ def _culled(p, d, n, t, b, window):
     U; a descriptor whose distance to the box is U + window or more gets no weight on any
     of these frames (Eq. 5). The rest, typically a small part of the set, are computed
     exactly, and r1 over them is r1 over the whole set (the closest descriptor in front is
-    among them). Returns the entries sorted by (frame, joint)."""
+    among them). Returns the entries sorted by (frame, joint): ``frame, joint, descriptor, α, distance, r1``."""
     f, J, _ = p.shape
     lo, hi = p.min(axis=0), p.max(axis=0)                                     # (J,3)
     centre, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
@@ -148,17 +191,15 @@ def _culled(p, d, n, t, b, window):
     r1 = np.repeat(r1, np.diff(np.r_[starts, M]), axis=1)
     good = np.flatnonzero(_kept(alpha, dist, r1, window))                     # flat takes: fast
     fi, mi = np.divmod(good, M)
-    beta = np.einsum("fmk,mk->fm", rel, t[ii]).take(good)
-    gamma = np.einsum("fmk,mk->fm", rel, b[ii]).take(good)
-    return (fi, jj.take(mi), ii.take(mi), alpha.take(good), beta, gamma, dist.take(good), r1.take(good))
+    return fi, jj.take(mi), ii.take(mi), alpha.take(good), dist.take(good), r1.take(good)
 
 
-def _dense(p, d, n, t, b, window):
+def _dense(p, d, n, window):
     """Entries with a weight for frames ``p`` (f,J,3) of an animated mesh's descriptors
-    (f,N,3): every (frame, joint, descriptor) at once. Sorted by (frame, joint)."""
+    (f,N,3): every (frame, joint, descriptor) at once. Sorted by (frame, joint), as ``_culled``."""
     f, J, _ = p.shape
     N = d.shape[1]
-    alpha, beta, gamma = (np.einsum("fjk,fnk->fjn", p, v) - dot(v, d)[:, None, :] for v in (n, t, b))
+    alpha = np.einsum("fjk,fnk->fjn", p, n) - dot(n, d)[:, None, :]
     d2 = np.einsum("fjk,fnk->fjn", p, -2.0 * d)
     d2 += dot(d, d)[:, None, :]
     d2 += dot(p, p)[:, :, None]
@@ -167,8 +208,7 @@ def _dense(p, d, n, t, b, window):
     good = np.flatnonzero(_kept(alpha, dist, r1, window))
     row, di = np.divmod(good, N)
     fi, ji = np.divmod(row, J)
-    return (fi, ji, di, alpha.take(good), beta.take(good), gamma.take(good), dist.take(good),
-            r1.ravel().take(row))
+    return fi, ji, di, alpha.take(good), dist.take(good), r1.ravel().take(row)
 
 
 class CoefficientCache:
@@ -208,15 +248,16 @@ class CoefficientCache:
             yield self.block(s)                          # computed, used and dropped
 
 
-def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
+def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None):
     """Joint targets (Eq. 2) and affinities on a (deformed) mesh for one block.
 
     Parameters
     ----------
     coef : Coefficients of frames ``coef.start .. coef.start + coef.count``.
+    motion : (F,J,3) the original motion. reference : the bind-time TriMesh.
     mesh : TriMesh with the bind-time triangles (static, or animated over
         the motion's frames: frame f of the block uses mesh frame f).
-    tri, bary : the descriptors. joints : J.
+    tri, bary : the descriptors.
     influence : (N,) float in [0,1] or None, scales each descriptor's weight.
     frames : optional sorted absolute frame indices within the block to
         evaluate (default: all of them).
@@ -225,6 +266,10 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     -------
     targets : (n,J,3), NaN where a joint has no weighted descriptor.
     affinity : (n,J) in [0,1], 0 where a joint has no weighted descriptor.
+
+    Eq. 2 as one sparse product (see the module's docstring): per row the
+    weighted sums of A_i, of d'_i - A_i d_i and of the weights, then
+    ``(offset + A p_j) / sum``.
 
     Affinity (product decision, documented in the README): Eq. 8 sums the
     weights of a joint's descriptors. With the normalised weights of Eq. 6
@@ -237,85 +282,59 @@ def reconstruct(coef, mesh, tri, bary, joints, influence=None, frames=None):
     as 1/distance beyond d0, so joints near surfaces hold their relation
     while the others give way.
     """
-    J = joints
-    if frames is None:
-        frames = np.arange(coef.start, coef.start + coef.count)
-    frames = np.asarray(frames)
-    if not mesh.animated and influence is None and len(frames) == coef.count:
-        return _whole_block(coef, mesh, tri, bary, J)
-    R = len(frames) * J
-    if coef.summed is not None:                      # the rows' bounds are known: no search
-        indptr = coef.summed[0]
-        lo, hi = int(indptr[(frames[0] - coef.start) * J]), int(indptr[(frames[-1] + 1 - coef.start) * J])
+    J, N = coef.joints, len(tri)
+    local = np.arange(coef.count) if frames is None else np.asarray(frames, dtype=np.int64) - coef.start
+    n = len(local)
+    if n == 0:
+        return np.zeros((0, J, 3)), np.zeros((0, J))
+    rows = (local[:, None] * J + np.arange(J)).ravel()
+    if local[-1] - local[0] == n - 1:                            # contiguous frames: views, no copy
+        lo = int(coef.indptr[rows[0]])
+        sel = slice(lo, int(coef.indptr[rows[-1] + 1]))
+        indptr = coef.indptr[rows[0]:rows[-1] + 2] - lo
     else:
-        first, last = np.asarray(frames[[0, -1]], dtype=coef.frame.dtype)   # same type: no copy of the table
-        lo = np.searchsorted(coef.frame, first, "left")
-        hi = np.searchsorted(coef.frame, last, "right")
-    sel = slice(lo, hi)
-    row_of_frame = np.full(coef.count, -1)
-    row_of_frame[frames - coef.start] = np.arange(len(frames))
-    fr = row_of_frame[coef.frame[sel] - coef.start]
-    use = fr >= 0
-    desc, c = coef.desc[sel][use], coef.coeff[sel][use]
-    key = fr[use].astype(np.int64) * J + coef.joint[sel][use]
-    w = coef.weight[sel][use]
+        starts = coef.indptr[rows]
+        counts = coef.indptr[rows + 1] - starts
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        sel = np.repeat(starts - indptr[:-1], counts) + np.arange(indptr[-1])
+    desc, weight = coef.desc[sel], coef.weight[sel]
+    affinity = coef.affinity[rows].astype(np.float64)
     if influence is not None:
-        w = w * influence[desc]
-    total = np.bincount(key, weights=w, minlength=R)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wn = np.where(total[key] > 0, w / total[key], 0.0)                 # Eq. 6
-    if mesh.animated:
-        targets = np.zeros((R, 3))
-        per_frame = np.bincount(key // J, minlength=len(frames))
-        bounds = np.concatenate([[0], np.cumsum(per_frame)])
-        for i, f in enumerate(frames.tolist()):
-            s = slice(bounds[i], bounds[i + 1])
-            d, n, t, b = (x[desc[s]] for x in frames_of(mesh, tri, bary, f))
-            cc = c[s]
-            point = d + cc[:, :1] * n + cc[:, 1:2] * t + cc[:, 2:] * b      # Eq. 1
-            for k in range(3):
-                targets[:, k] += np.bincount(key[s], weights=wn[s] * point[:, k], minlength=R)  # Eq. 2
+        row = np.repeat(np.arange(n * J), np.diff(indptr))
+        weight = weight * influence[desc]
+        total = np.bincount(row, weights=weight, minlength=n * J)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            affinity = np.clip(np.bincount(row, weights=weight * coef.proximity[sel], minlength=n * J) / total,
+                               0.0, 1.0)
+    centre = coef.centre
+    if mesh.animated or reference.animated:
+        # One column block per frame: descriptor i at local frame k is column k N + i.
+        at = (coef.start + local).tolist()
+        maps = np.concatenate([_maps(frames_of(reference, tri, bary, f), frames_of(mesh, tri, bary, f), centre)
+                               for f in at])
+        frame_of_entry = np.repeat(np.arange(n), np.diff(indptr[::J]))
+        columns = desc + frame_of_entry * N
     else:
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=R))])      # rows sorted by key
-        targets = _eq2_static(frames_of(mesh, tri, bary, 0), wn, c, desc, indptr, R)
-    affinity = np.bincount(key, weights=wn * coef.proximity[sel][use], minlength=R)
-    targets[total == 0] = np.nan
-    affinity[total == 0] = 0.0
-    return targets.reshape(-1, J, 3), np.clip(affinity.reshape(-1, J), 0.0, 1.0)
-
-
-def _eq2_static(dntb, wn, coeff, desc, indptr, R):
-    """Eq. 2 on a static mesh: four sparse (rows x N) products of the normalised weights
-    (times each coefficient of Eq. 1) with the descriptors' points and frames (d, n, t, b)."""
-    d, n, t, b = dntb
-    shape = (R, len(d))
-    targets = sparse.csr_matrix((wn, desc, indptr), shape=shape) @ d
-    for k, vec in enumerate((n, t, b)):
-        targets += sparse.csr_matrix((wn * coeff[:, k], desc, indptr), shape=shape) @ vec
-    return targets
-
-
-def _summed(coef, J):
-    """``indptr (R+1,), wn (K,), affinity (R,), empty (R,)`` of a whole block, R = count x J rows:
-    the row bounds of each (frame, joint), the normalised weights (Eq. 6), the affinity and
-    which rows have no descriptor. None of it depends on the mesh, so it is built once."""
-    if coef.summed is None:
-        R = coef.count * J
-        key = (coef.frame - coef.start).astype(np.int64) * J + coef.joint
-        total = np.bincount(key, weights=coef.weight, minlength=R)
-        wn = coef.weight / total[key] if len(key) else np.zeros(0)                    # Eq. 6
-        counts = np.bincount(key, minlength=R)
-        index = np.int32 if len(key) < 2 ** 31 else np.int64
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(index)
-        affinity = np.bincount(key, weights=wn * coef.proximity, minlength=R)
-        coef.summed = (indptr, wn, np.clip(affinity, 0.0, 1.0), total == 0)
-    return coef.summed
-
-
-def _whole_block(coef, mesh, tri, bary, J):
-    """``reconstruct`` of every frame of a block on a static mesh with no painted influence:
-    four sparse products (rows x N) with the descriptors' positions and frames."""
-    indptr, wn, affinity, empty = _summed(coef, J)
-    targets = _eq2_static(frames_of(mesh, tri, bary, 0), wn, coef.coeff, coef.desc, indptr, coef.count * J)
+        maps = _maps(frames_of(reference, tri, bary, 0), frames_of(mesh, tri, bary, 0), centre)
+        columns = desc
+    sums = sparse.csr_matrix((weight, columns, indptr), shape=(n * J, len(maps))) @ maps    # (rows, 13)
+    total = sums[:, 12]
+    empty = ~(total > 0)
+    p = motion[coef.start + local].reshape(-1, 3) - centre
+    with np.errstate(divide="ignore", invalid="ignore"):
+        targets = centre + (sums[:, 9:12] + np.einsum("rij,rj->ri", sums[:, :9].reshape(-1, 3, 3), p)) / total[:, None]
     targets[empty] = np.nan
-    return targets.reshape(-1, J, 3), np.where(empty, 0.0, affinity).reshape(-1, J)
+    affinity[empty] = 0.0
+    return targets.reshape(n, J, 3), affinity.reshape(n, J)
+
+
+def _maps(before, after, centre):
+    """(N,13) per descriptor: A = F' Fᵀ (row-major), d' - c - A (d - c), and 1, from the
+    descriptors' (d, n, t, b) on the bind-time mesh and on the mesh now."""
+    (d, n, t, b), (d2, n2, t2, b2) = before, after
+    A = n2[:, :, None] * n[:, None, :] + t2[:, :, None] * t[:, None, :] + b2[:, :, None] * b[:, None, :]
+    out = np.empty((len(d), 13))
+    out[:, :9] = A.reshape(-1, 9)
+    out[:, 9:12] = (d2 - centre) - np.einsum("nij,nj->ni", A, d - centre)
+    out[:, 12] = 1.0
+    return out

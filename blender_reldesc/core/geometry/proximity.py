@@ -175,7 +175,42 @@ class Collider:
         self.band = float(band)
         self.tri_ids = np.flatnonzero(valid)
         a, b, c = (vertices[triangles[self.tri_ids, k]] for k in range(3))
-        self.tree = BoxTree(np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c))
+        self._boxes = np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
+        self.tree = BoxTree(*self._boxes)
+        self._cells = None
+
+    def _in_band(self, points):
+        """(P,) bool, False where no triangle can be within the band of a point.
+
+        Cells as wide as the band, each marked when a triangle's box overlaps it and then
+        grown by one cell on every side: a triangle within the band of a point has a point in
+        a cell at most one cell away from the point's own. One lookup per point, where the
+        search would grow its radius round after round before finding nothing (the head and
+        hands of a character on a floor)."""
+        if self._cells is None:
+            lo, hi = self._boxes
+            if not len(lo):
+                self._cells = (np.zeros(3), np.ones(3, np.int64), np.zeros(0, np.int64))
+            else:
+                origin = lo.min(axis=0) - 2.0 * self.band
+                shape = np.floor((hi.max(axis=0) - origin) / self.band).astype(np.int64) + 3
+                i0 = np.floor((lo - origin) / self.band).astype(np.int64)
+                n = np.floor((hi - origin) / self.band).astype(np.int64) - i0 + 1
+                box, local = expand_ranges(np.zeros(len(lo), np.int64), n.prod(axis=1))
+                nb = n[box]
+                idx = i0[box] + np.stack([local // (nb[:, 2] * nb[:, 1]), (local // nb[:, 2]) % nb[:, 1],
+                                          local % nb[:, 2]], axis=1)
+                strides = np.array([shape[1] * shape[2], shape[2], 1], np.int64)
+                keys = np.unique(idx @ strides)
+                grown = (keys[:, None] + (np.stack(np.meshgrid(*[[-1, 0, 1]] * 3, indexing="ij"), -1)
+                                          .reshape(-1, 3) @ strides)[None]).ravel()
+                self._cells = (origin, shape, np.unique(grown))
+        origin, shape, keys = self._cells
+        cell = np.floor((points - origin) / self.band).astype(np.int64)
+        inside = np.all((cell >= 0) & (cell < shape), axis=1)
+        key = np.clip(cell, 0, shape - 1) @ np.array([shape[1] * shape[2], shape[2], 1], np.int64)
+        at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
+        return inside & (keys[at] == key) if len(keys) else np.zeros(len(points), bool)
 
     def signed_distance(self, points, near=None, far=None):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf
@@ -233,6 +268,8 @@ class Collider:
         else:
             radius = np.full(P, self.band if P <= self.FEW else start)
         todo = np.arange(P)
+        if near is None and far is None and P > self.FEW:
+            todo = np.flatnonzero(self._in_band(points))
         if near is not None:
             near = np.asarray(near, dtype=float)
             radius = np.maximum(radius, np.minimum(near, self.band))

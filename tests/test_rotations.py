@@ -48,3 +48,37 @@ def test_quaternion_round_trip_is_w_first():
     np.testing.assert_allclose(q, [1, 0, 0, 0])
     r = random_rotation(np.random.default_rng(3))
     np.testing.assert_allclose(matrix_from_quat(quat_from_matrix(r)), r, atol=1e-12)
+
+
+def test_joints_with_several_children_get_their_own_best_fit_rotation_on_every_convention():
+    # Hands with five fingers (Mixamo), pelvis bones starting where the spine starts (Rigify),
+    # a root with legs and a spine (all): each such joint's rotation, computed for all of them
+    # at once, is the best fit of its own children's offsets, or, with a primary child, meets
+    # that child's direction exactly.
+    from blender_reldesc.core.skeleton.rotations import kabsch
+    rng = np.random.default_rng(4)
+    for convention in S.CONVENTIONS:
+        skel, offsets, roles = S.convention_rig(convention)
+        motion = S.posed_motion(skel, offsets, roles, frames=12, limbs="twisting", seed=2)
+        adapted = motion + 0.03 * rng.normal(size=motion.shape)
+        J = len(skel)
+        primary = np.full(J, -1)
+        several = [j for j in range(J) if len(skel.children(j)) > 1]
+        assert several, convention
+        for j in several:
+            primary[j] = rng.choice(skel.children(j))
+        plain = matrix_from_quat(recover_rotations(skel, motion, adapted))
+        aimed = matrix_from_quat(recover_rotations(skel, motion, adapted, primary))
+        for j in several:
+            kids = skel.children(j)
+            u = motion[:, kids] - motion[:, j, None]
+            v = adapted[:, kids] - adapted[:, j, None]
+            if np.all(np.linalg.norm(u, axis=-1) > 1e-9):
+                span = np.linalg.norm(np.cross(u[:, :1], u[:, 1:]), axis=-1).max(axis=-1)
+                spread = span > 1e-6 * np.linalg.norm(u[:, 0], axis=-1) ** 2
+                np.testing.assert_allclose(plain[spread, j], kabsch(u, v)[spread], atol=1e-9)
+            k = list(kids).index(primary[j])
+            if np.linalg.norm(u[:, k], axis=-1).min() > 1e-9:
+                got = np.einsum("fij,fj->fi", aimed[:, j], u[:, k])
+                cos = np.sum(got * v[:, k], 1) / np.linalg.norm(got, axis=1) / np.linalg.norm(v[:, k], axis=1)
+                np.testing.assert_allclose(cos, 1.0, atol=1e-9)

@@ -810,17 +810,28 @@ class LiveSession:
         self.exact_hits = 0
 
     def _signature(self, frame, vertices):
-        key = frame if self.binding.mesh.animated else -1
+        """Something equal for equal environments: on a static one the vertices themselves (one
+        comparison with the last ones, several times cheaper than hashing them every frame),
+        on an animated one a hash per frame."""
+        if not self.binding.mesh.animated:
+            last = self._sigs.get(-1)
+            if last is not None and last.shape == vertices.shape and np.array_equal(last, vertices):
+                return last
+            if last is not None:
+                self._solved.clear()
+            self._sigs = {-1: vertices.copy()}
+            return self._sigs[-1]
         sig = hashlib.blake2b(np.ascontiguousarray(vertices).tobytes(), digest_size=16).digest()
-        if key in self._sigs and self._sigs[key] != sig:
+        if frame in self._sigs and self._sigs[frame] != sig:
             self._solved.clear()
             self._sigs.clear()
-        self._sigs[key] = sig
+        self._sigs[frame] = sig
         return sig
 
     def invalidate(self):
         self._solved.clear()
-        self._sigs.clear()
+        if self.binding.mesh.animated:
+            self._sigs.clear()
 
     def set_influence(self, vertex_influence):
         """New painted influence (V,) or None; drops the cache when it changed."""
@@ -833,7 +844,8 @@ class LiveSession:
     def _environment(self, vertices, sig):
         """TriMesh and collision constraint for these vertices, reused while they are unchanged."""
         cached = self._env
-        if cached is not None and cached[0] == sig:
+        same = cached is not None and (cached[0] is sig if isinstance(sig, np.ndarray) else cached[0] == sig)
+        if same:
             return cached[1], cached[2]
         b = self.binding
         mesh = b.mesh.with_vertices(vertices)

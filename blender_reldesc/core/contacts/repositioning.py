@@ -299,28 +299,31 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
+    if not mesh.animated and phases:                  # every phase's effector in one search
+        spans = [np.arange(ph.start, ph.end + 1) for ph in phases]
+        eff = np.concatenate([positions[fr, ph.effector] for ph, fr in zip(phases, spans)])
+        all_sd = np.split(get(0).closest(eff)[0], np.cumsum([len(fr) for fr in spans])[:-1])
     out = []
-    for ph in phases:
+    for k, ph in enumerate(phases):
         limb, m = ph.limb, ph.middle
         frames = np.arange(ph.start, ph.end + 1)
         eff = positions[frames, ph.effector]
         if mesh.animated:
             sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
         else:
-            sd = get(0).closest(eff)[0]
+            sd = all_sd[k]
         off_surface = np.abs(sd) - ph.clearance > eps0
         if np.mean(off_surface) > 0.5:
             out.append((False, "unsupported"))
             continue
-        far = False
-        for f in frames:
-            p, n = contact_point(mesh, ph, int(f))
-            # Within the contact tolerance of full extension still counts as reached
-            # (a walking stance leg is straight at heel strike and toe off).
-            if np.linalg.norm(p + n * ph.clearance - positions[f, limb.root]) > _reach(limb, lengths, f) + eps0:
-                far = True
-                break
-        if far:
+        if mesh.animated:
+            p, n = (np.stack(x) for x in zip(*(contact_point(mesh, ph, int(f)) for f in frames)))
+        else:
+            p, n = contact_point(mesh, ph, 0)
+        # Within the contact tolerance of full extension still counts as reached
+        # (a walking stance leg is straight at heel strike and toe off).
+        reach = lengths[frames][:, limb.chain[1:]].sum(axis=1)
+        if np.any(np.linalg.norm(p + n * ph.clearance - positions[frames, limb.root], axis=-1) > reach + eps0):
             out.append((False, "unreachable"))
             continue
         inside = get(m).closest(_limb_samples(positions[m, limb.chain]))[0] < -margin

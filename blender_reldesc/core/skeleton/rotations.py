@@ -32,14 +32,18 @@ def swing(u, v):
     u, v = normalize(u), normalize(v)
     axis = cross(u, v)
     c = dot(u, v)
-    # Rodrigues with k = axis (unnormalised): R = I + [k]x + [k]x^2 / (1 + c).
-    kx = np.zeros(u.shape[:-1] + (3, 3))
-    kx[..., 0, 1], kx[..., 0, 2] = -axis[..., 2], axis[..., 1]
-    kx[..., 1, 0], kx[..., 1, 2] = axis[..., 2], -axis[..., 0]
-    kx[..., 2, 0], kx[..., 2, 1] = -axis[..., 1], axis[..., 0]
-    eye = np.broadcast_to(np.eye(3), kx.shape)
+    # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c).
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = eye + kx + kx @ kx / (1.0 + c)[..., None, None]
+        r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
+    r[..., 0, 0] += c
+    r[..., 1, 1] += c
+    r[..., 2, 2] += c
+    r[..., 0, 1] -= axis[..., 2]
+    r[..., 0, 2] += axis[..., 1]
+    r[..., 1, 0] += axis[..., 2]
+    r[..., 1, 2] -= axis[..., 0]
+    r[..., 2, 0] -= axis[..., 1]
+    r[..., 2, 1] += axis[..., 0]
     # Opposite directions: half turn about any axis perpendicular to u.
     opposite = c < -1 + 1e-12
     if np.any(opposite):
@@ -89,53 +93,76 @@ def recover_rotations(skeleton, original, adapted, primary=None):
     F, J, _ = original.shape
     eye = np.broadcast_to(np.eye(3), (F, 3, 3))
     rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
-    parents = skeleton.parents
-    depth = np.zeros(J, int)
-    for j in skeleton.order.tolist():
-        depth[j] = depth[parents[j]] + 1 if parents[j] >= 0 else 0
-    kids_of = []
-    for j in range(J):
-        kids = skeleton.children(j)
-        if len(kids):
-            u = original[:, kids] - original[:, j:j + 1]
-            kids = kids[(np.linalg.norm(u, axis=-1) > 1e-12).all(axis=0)]
-        kids_of.append(kids)
-    # Joints of one depth depend only on their parents: one batched swing per depth.
+    parents = np.asarray(skeleton.parents)
+    depth = _depths(skeleton)
+    # A child counts when its bone has a length on every frame.
+    child = np.flatnonzero(parents >= 0)
+    child = child[(np.linalg.norm(original[:, child] - original[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
+    count = np.bincount(parents[child], minlength=J)
+    only = np.full(J, -1)
+    only[parents[child]] = child                                  # the child of a one-child joint
+    # Joints of one depth depend only on their parents: one batched step per depth and kind.
     for d in range(depth.max() + 1):
-        level = np.flatnonzero(depth == d)
-        single = np.array([j for j in level if len(kids_of[j]) == 1], dtype=int)
+        level = depth == d
+        single = np.flatnonzero(level & (count == 1))
         if single.size:
-            child = np.array([kids_of[j][0] for j in single])
-            u = original[:, child] - original[:, single]
-            v = adapted[:, child] - adapted[:, single]
+            kid = only[single]
+            u = original[:, kid] - original[:, single]
+            v = adapted[:, kid] - adapted[:, single]
             par = parents[single]
             base = np.where((par >= 0)[None, :, None, None], rot[:, np.maximum(par, 0)], eye[:, None])
             carried = np.einsum("fkij,fkj->fki", base, u)
             # Carry each bone with its parent, then swing it onto the new direction:
             # its twist relative to the parent stays as it was.
             rot[:, single] = swing(carried, v) @ base
-        for j in level:
-            kids = kids_of[j]
-            if len(kids) > 1:
-                u = original[:, kids] - original[:, j:j + 1]
-                v = adapted[:, kids] - adapted[:, j:j + 1]
-                r = kabsch(u, v)
-                # Collinear children (e.g. a neck and shoulders that all start at the chest's
-                # tail) leave the twist undetermined: carried with the parent and swung, like a
-                # bone with one child, so the twist relative to the parent stays as it was.
-                span = np.linalg.norm(cross(np.broadcast_to(u[:, :1], u[:, 1:].shape), u[:, 1:]),
-                                      axis=-1).max(axis=-1)
-                flat = span < 1e-9 * np.linalg.norm(u[:, 0], axis=-1) ** 2
-                if np.any(flat):
-                    base = rot[flat, parents[j]] if parents[j] >= 0 else eye[flat]
-                    carried = np.einsum("fij,fj->fi", base, u[flat].mean(axis=1))
-                    r[flat] = swing(carried, v[flat].mean(axis=1)) @ base
-                main = -1 if primary is None else int(primary[j])
-                if main >= 0 and main in kids.tolist():
-                    k = kids.tolist().index(main)
-                    carried = np.einsum("fij,fj->fi", r, u[:, k])
-                    r = swing(carried, v[:, k]) @ r
-                rot[:, j] = r
-            elif len(kids) == 0 and parents[j] >= 0:
-                rot[:, j] = rot[:, parents[j]]
+        multi = np.flatnonzero(level & (count > 1))
+        if multi.size:
+            rot[:, multi] = _several_children(original, adapted, rot, parents, multi, child, primary, eye)
+        leaves = np.flatnonzero(level & (count == 0) & (parents >= 0))
+        if leaves.size:
+            rot[:, leaves] = rot[:, parents[leaves]]
     return quat_from_matrix(rot)
+
+
+def _depths(skeleton):
+    parents = skeleton.parents
+    depth = np.zeros(len(parents), int)
+    for j in skeleton.order.tolist():
+        depth[j] = depth[parents[j]] + 1 if parents[j] >= 0 else 0
+    return depth
+
+
+def _several_children(original, adapted, rot, parents, multi, child, primary, eye):
+    """(F,M,3,3) rotations of joints ``multi`` (M,) that have several children (``child``: every
+    child with a length): the best-fit rotation of the child offsets, children padded to the
+    most any of them has with weight 0."""
+    F = len(original)
+    kids = [child[parents[child] == j] for j in multi.tolist()]
+    K = max(len(k) for k in kids)
+    index = np.array([np.pad(k, (0, K - len(k)), mode="edge") for k in kids])      # (M,K)
+    weight = np.array([[1.0] * len(k) + [0.0] * (K - len(k)) for k in kids])          # (M,K)
+    u = (original[:, index] - original[:, multi, None]) * weight[..., None]         # (F,M,K,3)
+    v = (adapted[:, index] - adapted[:, multi, None]) * weight[..., None]
+    r = kabsch(u, v, np.broadcast_to(weight, u.shape[:-1]))
+    # Collinear children (e.g. a neck and shoulders that all start at the chest's tail)
+    # leave the twist undetermined: carried with the parent and swung, like a bone with one
+    # child, so the twist relative to the parent stays as it was.
+    span = np.linalg.norm(cross(np.broadcast_to(u[:, :, :1], u[:, :, 1:].shape), u[:, :, 1:]), axis=-1).max(axis=-1)
+    flat = span < 1e-9 * np.linalg.norm(u[:, :, 0], axis=-1) ** 2                    # (F,M)
+    if np.any(flat):
+        fi, mi = np.nonzero(flat)
+        par = parents[multi[mi]]
+        base = np.where((par >= 0)[:, None, None], rot[fi, np.maximum(par, 0)], eye[fi])
+        n = weight.sum(axis=1)[mi, None]
+        carried = np.einsum("kij,kj->ki", base, u[fi, mi].sum(axis=1) / n)
+        r[fi, mi] = swing(carried, v[fi, mi].sum(axis=1) / n) @ base
+    if primary is not None:
+        main = np.array([k.tolist().index(int(primary[j])) if int(primary[j]) in k.tolist() else -1
+                         for j, k in zip(multi.tolist(), kids)])
+        has = np.flatnonzero(main >= 0)
+        if has.size:
+            uk = u[:, has, main[has]]
+            vk = v[:, has, main[has]]
+            carried = np.einsum("fmij,fmj->fmi", r[:, has], uk)
+            r[:, has] = swing(carried, vk) @ r[:, has]
+    return r

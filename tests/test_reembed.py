@@ -5,7 +5,7 @@ import pytest
 
 from blender_reldesc.core import TriMesh
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.descriptors.reembed import attach, predict, project_rotations, reembed
+from blender_reldesc.core.descriptors.reembedding import attach, predict, project_rotations, reembed
 from blender_reldesc.core.errors import InputError
 
 from core_helpers import random_rotation
@@ -117,3 +117,32 @@ def test_bad_input_is_refused_with_a_clear_error():
         reembed(rows, desc + 1000, w, rel, p, d)
     with pytest.raises(InputError, match="one rotation per descriptor"):
         reembed(rows, desc, w, rel, p, d, np.eye(3)[None])
+
+
+def test_adapt_blends_to_re_embedded_descriptors_over_their_frames():
+    # Every descriptor re-embedded by one rigid motion and tied to the floor: over the frames of
+    # the embedding the targets are the source moved rigidly (blended halfway where the blend
+    # is 0.5), for the joints it names only; elsewhere they are the source.
+    from blender_reldesc.core import adapt, bind
+    from blender_reldesc.core.descriptors import Reembedded, attach, frames_of
+    skel, motion = S.walk(60)
+    mesh = TriMesh(*S.grid(6.0, 4.0, 24, 16, origin=(-2.0, -2.0)))
+    binding = bind(skel, motion, mesh)
+    d = frames_of(mesh, binding.triangles, binding.barycentrics, 0)[0]
+    rng = np.random.default_rng(6)
+    R = project_rotations((np.eye(3) + 0.2 * (random_rotation(rng) - np.eye(3)))[None])[0]
+    t = np.array([0.2, -0.1, 0.05])
+    N = binding.descriptor_count
+    att = attach(mesh, d @ R.T + t, np.broadcast_to(R, (N, 3, 3)))
+    frames = np.arange(20, 40)
+    blend = np.where(frames < 30, 1.0, 0.5)
+    legs = np.array([skel.index(n) for n in skel.names if "Leg" in n or "Foot" in n])
+    plain = {"share_compression": False}
+    for joints in (None, legs):
+        e = Reembedded(np.arange(N), att, frames, blend, joints)
+        got = adapt(binding, mesh, embeddings=[e], solver_options=plain).targets
+        moved = motion @ R.T + t
+        want = motion.copy()
+        sel = np.arange(len(skel)) if joints is None else joints
+        want[frames[:, None], sel[None]] += blend[:, None, None] * (moved[frames][:, sel] - motion[frames][:, sel])
+        np.testing.assert_allclose(got, want, atol=1e-9)

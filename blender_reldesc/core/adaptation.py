@@ -148,6 +148,8 @@ class Rig:
             if np.any(np.isinf(pins)):
                 raise InputError("pins contain inf; use NaN for free joints")
         self.pins = pins
+        #: ``descriptors.Reembedded`` blended into the targets over their frames (moved contacts).
+        self.embeddings = []
         self.solver_options = dict(solver_options or {})
         # Ducking (on by default; ``share_compression=False`` gives the descriptors' targets alone).
         self.share_compression = bool(self.solver_options.pop("share_compression", True))
@@ -233,6 +235,17 @@ class Rig:
         b = self.binding
         frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
         targets, affinity = b.targets(mesh, frames, self.influence)
+        for e in self.embeddings:                       # moved contacts, eased in and out
+            inside = np.isin(frames, e.frames)
+            if inside.any():
+                at = frames[inside]
+                new, _ = b.targets(mesh, at, self.influence, e.replace(mesh))
+                blend = e.blend[np.searchsorted(e.frames, at)][:, None, None]
+                if e.joints is not None:
+                    keep = np.ones(targets.shape[1], bool)
+                    keep[e.joints] = False
+                    new[:, keep] = targets[inside][:, keep]
+                targets[inside] += blend * (new - targets[inside])
         missing = np.isnan(targets[..., 0])
         if missing.any():
             self._follow_rigidly(targets, missing, b.motion[frames])
@@ -734,7 +747,7 @@ class _TrunkModel:
 
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
-          pins=None, collisions=True, solver_options=None, progress=None, hinges=None):
+          pins=None, collisions=True, solver_options=None, progress=None, hinges=None, embeddings=()):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -762,12 +775,15 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     progress : optional callable ``(done, total)``; returning False cancels.
     hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found
         from the motion (AUTO); ON forces a joint to be a hinge, OFF never.
+    embeddings : ``descriptors.Reembedded`` of moved contacts: over their frames, the targets
+        blend to those of the re-embedded descriptors (``contacts.adapt_with_contacts``).
 
     Returns
     -------
     AdaptResult.
     """
     rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, solver_options, hinges)
+    rig.embeddings = list(embeddings)
     check_topology(binding, deformed_mesh)
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)

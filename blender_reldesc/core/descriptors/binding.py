@@ -98,11 +98,12 @@ class Binding:
         centre = self.motion.reshape(-1, 3).mean(axis=0)
         return Coefficients(0, self.frame_count, len(self.skeleton), indptr, *cat, centre)
 
-    def targets(self, mesh, frames=None, influence=None):
+    def targets(self, mesh, frames=None, influence=None, replace=None):
         """Joint targets (Eq. 2) and affinities on ``mesh``.
 
         mesh : TriMesh with the bind-time triangles. frames : sorted frame
         indices (default: all). influence : (N,) per-descriptor influence.
+        replace : re-embedded descriptors (see ``reconstruct``).
         Returns ``targets (n,J,3)`` (NaN where a joint has no descriptor) and
         ``affinity (n,J)``.
         """
@@ -112,7 +113,7 @@ class Binding:
             inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
             if inside.size:
                 t, a = reconstruct(block, self.motion, self.mesh, mesh, self.triangles, self.barycentrics,
-                                   influence, inside)
+                                   influence, inside, replace)
                 out_t.append(t)
                 out_a.append(a)
         return np.concatenate(out_t), np.concatenate(out_a)

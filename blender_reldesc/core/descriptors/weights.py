@@ -248,7 +248,7 @@ class CoefficientCache:
             yield self.block(s)                          # computed, used and dropped
 
 
-def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None):
+def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None, replace=None):
     """Joint targets (Eq. 2) and affinities on a (deformed) mesh for one block.
 
     Parameters
@@ -261,6 +261,9 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     influence : (N,) float in [0,1] or None, scales each descriptor's weight.
     frames : optional sorted absolute frame indices within the block to
         evaluate (default: all of them).
+    replace : optional ``f -> (index (m,), points (m,3), rotations (m,3,3))``: descriptors
+        re-embedded (``reembed``), with their origin and the rotation of their relative
+        vectors on ``mesh`` at frame f, used instead of their place on the surface.
 
     Returns
     -------
@@ -310,12 +313,13 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     if mesh.animated or reference.animated:
         # One column block per frame: descriptor i at local frame k is column k N + i.
         at = (coef.start + local).tolist()
-        maps = np.concatenate([_maps(frames_of(reference, tri, bary, f), frames_of(mesh, tri, bary, f), centre)
-                               for f in at])
+        maps = np.concatenate([_maps(frames_of(reference, tri, bary, f), frames_of(mesh, tri, bary, f), centre,
+                                     None if replace is None else replace(f)) for f in at])
         frame_of_entry = np.repeat(np.arange(n), np.diff(indptr[::J]))
         columns = desc + frame_of_entry * N
     else:
-        maps = _maps(frames_of(reference, tri, bary, 0), frames_of(mesh, tri, bary, 0), centre)
+        maps = _maps(frames_of(reference, tri, bary, 0), frames_of(mesh, tri, bary, 0), centre,
+                     None if replace is None else replace(0))
         columns = desc
     sums = sparse.csr_matrix((weight, columns, indptr), shape=(n * J, len(maps))) @ maps    # (rows, 13)
     total = sums[:, 12]
@@ -328,11 +332,16 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     return targets.reshape(n, J, 3), affinity.reshape(n, J)
 
 
-def _maps(before, after, centre):
+def _maps(before, after, centre, replace=None):
     """(N,13) per descriptor: A = F' Fᵀ (row-major), d' - c - A (d - c), and 1, from the
-    descriptors' (d, n, t, b) on the bind-time mesh and on the mesh now."""
+    descriptors' (d, n, t, b) on the bind-time mesh and on the mesh now; ``replace``
+    ``(index, points, rotations)`` sets d' and A of re-embedded descriptors."""
     (d, n, t, b), (d2, n2, t2, b2) = before, after
     A = n2[:, :, None] * n[:, None, :] + t2[:, :, None] * t[:, None, :] + b2[:, :, None] * b[:, None, :]
+    if replace is not None:
+        index, points, rotations = replace
+        d2 = d2.copy()
+        d2[index], A[index] = points, rotations
     out = np.empty((len(d), 13))
     out[:, :9] = A.reshape(-1, 9)
     out[:, 9:12] = (d2 - centre) - np.einsum("nij,nj->ni", A, d - centre)

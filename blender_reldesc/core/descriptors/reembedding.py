@@ -81,7 +81,8 @@ def predict(rows, desc, weight, relative, points, rotations, count):
 
 
 def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, neighbours=NEIGHBOURS,
-            iterations=None, smooth=SMOOTH_START, rotation_weight=ROTATION_WEIGHT, tolerance=0.0):
+            iterations=None, smooth=SMOOTH_START, rotation_weight=ROTATION_WEIGHT, tolerance=0.0, floor=1.0,
+            row_weight=None):
     """Re-embed descriptors so they describe new joint positions (Eq. 15-19).
 
     Parameters
@@ -94,8 +95,12 @@ def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, ne
         contact moved), the starting point. rotations : (n,3,3) R'_i of the first iteration
         (default: the identity, as the paper).
     neighbours : k of Eq. 16. smooth : w_S of the first iteration, lowered by 1 per iteration.
-    iterations : how many (default: until w_S reaches 1, i.e. ``int(smooth)``; it stays 1 after).
+    iterations : how many (default: until w_S reaches ``floor``).
     tolerance : stop once E_J is below it.
+    row_weight : optional (R,) weight of each target row in E_J (default 1).
+    floor : the lowest w_S. Past 1, w_S keeps falling by a fifth per iteration down to it (the
+        paper runs "until E_J is below the threshold"), so descriptors that E_S holds to
+        neighbours with other duties (a stone's top next to the floor) can still let go.
 
     Returns an ``Embedding`` of the n descriptors.
     """
@@ -114,14 +119,18 @@ def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, ne
             raise InputError(f"re-embedding: the {name} contain NaN or inf")
     if K and (desc.min() < 0 or desc.max() >= n or rows.min() < 0 or rows.max() >= len(targets)):
         raise InputError("re-embedding: a term names a descriptor or joint row that does not exist")
-    iterations = int(smooth) if iterations is None else int(iterations)
+    schedule = [float(w) for w in np.arange(float(smooth), 1.0 - 1e-9, -1.0)] or [float(smooth)]
+    while schedule[-1] * 0.8 >= floor - 1e-12:
+        schedule.append(schedule[-1] * 0.8)
+    iterations = len(schedule) if iterations is None else int(iterations)
     # E_J: per coordinate a, row j reads Σ w (d_a + R_a · r) = p'_a over unknowns
     # [d_a (n), R_a0 (n), R_a1 (n), R_a2 (n)].
     cols = np.concatenate([desc + k * n for k in range(4)])
     vals = np.concatenate([weight] + [weight * relative[:, k] for k in range(3)])
     AJ = sparse.csr_matrix((vals, (np.tile(rows, 4), cols)), shape=(len(targets), 4 * n))
-    JtJ = (AJ.T @ AJ).tocsc()
-    Jtp = AJ.T @ targets                                                    # (4n, 3)
+    rw = np.ones(len(targets)) if row_weight is None else np.asarray(row_weight, float)
+    JtJ = (AJ.T @ sparse.diags(rw) @ AJ).tocsc()
+    Jtp = AJ.T @ (rw[:, None] * targets)                                    # (4n, 3)
     # E_S over each descriptor's k nearest (by its current origin): per pair (i, m), row a reads
     # d_ia - d_ma - R_i[a] . (d0_i - d0_m) = 0, and R_i[a] - R_m[a] = 0, with the same
     # coefficients for every a.
@@ -143,10 +152,10 @@ def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, ne
     # origin by Σ_j w_ij² (``stiff``), its rotation by Σ_j w_ij² |r_ij|² (``stiff * lever``).
     # The paper's numbers are for its units and descriptor density; relative, the same numbers
     # give the same result in metres or centimetres and with 10 or 500 descriptors per joint.
-    stiff_i = np.bincount(desc, weights=weight ** 2, minlength=n)
+    stiff_i = np.bincount(desc, weights=rw[rows] * weight ** 2, minlength=n)
     held = stiff_i > 0
     stiff = float(stiff_i[held].mean()) if held.any() else 1.0
-    lever = float(np.sum(weight ** 2 * np.einsum("ka,ka->k", relative, relative)) / max(stiff_i.sum(), 1e-300))
+    lever = float(np.sum(rw[rows] * weight ** 2 * np.einsum("ka,ka->k", relative, relative)) / max(stiff_i.sum(), 1e-300))
     lever = lever if lever > 0 else 1.0
     if k > 0:
         L = (stiff * (shift.T @ shift) + stiff * lever * (turn.T @ turn)).tocsc()
@@ -158,7 +167,7 @@ def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, ne
     d_start = d.copy()
     energy = []
     for it in range(iterations):
-        w_s = max(float(smooth) - it, 1.0)
+        w_s = schedule[min(it, len(schedule) - 1)]
         M = (JtJ + w_s * L + keep).tocsc()          # E_S weighted by w_S (not w_S² by stacking)
         rhs = Jtp.copy()
         rhs[:n] += _ANCHOR * stiff * d_start
@@ -168,7 +177,7 @@ def reembed(rows, desc, weight, relative, targets, points, rotations=None, *, ne
         raw = np.stack([x[(1 + b) * n:(2 + b) * n] for b in range(3)], axis=2)   # raw[i, a, b]
         R = project_rotations(raw)
         err = targets - predict(rows, desc, weight, relative, d, R, len(targets))
-        energy.append(float(np.einsum("ij,ij->", err, err)))
+        energy.append(float(np.einsum("i,ij,ij->", rw, err, err)))
         if energy[-1] <= tolerance:
             break
     return Embedding(np.arange(n), d, R, energy)
@@ -227,3 +236,30 @@ def attach(mesh, points, rotations, f=0, triangles=None):
     offset = np.einsum("nba,nb->na", frame, points - d)                    # frameᵀ (p - d)
     local = frame.transpose(0, 2, 1) @ np.asarray(rotations, float).reshape(-1, 3, 3)
     return Attachment(tri, bary, offset, local)
+
+
+@dataclass
+class Reembedded:
+    """Descriptors ``index (m,)`` re-embedded and tied to a surface (``attachment``), used over
+    ``frames (n,)`` with a blend ``blend (n,)`` in [0, 1] from where the bind put them (0) to
+    their new embedding (1): a contact moved over a phase, eased in and out. ``joints``: the
+    joints that use the new embedding (None: all); the others keep the bind's, so a limb's
+    descriptors can move with its contact without dragging the rest of the body that shares
+    them."""
+
+    index: np.ndarray
+    attachment: Attachment
+    frames: np.ndarray
+    blend: np.ndarray
+    joints: np.ndarray | None = None
+
+    def replace(self, mesh):
+        """``f -> (index, points, rotations)`` on ``mesh`` (see ``descriptors.reconstruct``)."""
+        cache = {}
+
+        def at(f):
+            key = f if mesh.animated else 0
+            if key not in cache:
+                cache[key] = (self.index,) + self.attachment.evaluate(mesh, key)
+            return cache[key]
+        return at

@@ -33,9 +33,43 @@ def test_two_link_arm_jacobian_and_force_ellipsoid():
     # Eq. 8: alpha_i = friction * n.u_i / sigma_i, axes facing the normal.
     n = np.array([0.0, 1.0, 0.0])
     alpha, axes = force_profile(np.stack([p0, p1, p2]), n, friction=0.5, axes=[[0, 0, 1], [0, 0, 1]])
-    safe = sigma > 1e-9
-    np.testing.assert_allclose(alpha[safe], 0.5 * (axes @ n)[safe] / sigma[safe])
+    # Each sigma floored as sqrt(sigma² + (0.1 sigma_max)²): a straight limb's flat ellipsoid
+    # does not make alpha explode.
+    floored = np.sqrt(sigma ** 2 + 0.01 * sigma.max() ** 2)
+    np.testing.assert_allclose(alpha, 0.5 * (axes @ n) / floored)
     assert np.all(axes @ n >= 0)
+
+
+def test_a_straight_limb_has_a_bounded_force_profile():
+    # A leg held straight: its ellipsoid has no length along the leg; alpha stays within
+    # 10 friction / sigma_max, and a bent leg's profile changes by at most 6 % along the axes
+    # at least 0.3 sigma_max long.
+    from blender_reldesc.core.contacts.repositioning import force_ellipsoid, limb_jacobian
+    n = np.array([0.0, 0.0, 1.0])
+    straight = np.array([[0.0, 0.0, 0.9], [0.0, 0.0, 0.47], [0.0, 1e-7, 0.05]])
+    alpha, _ = force_profile(straight, n, friction=0.7)
+    top = force_ellipsoid(limb_jacobian(straight))[1].max()
+    assert np.all(np.isfinite(alpha)) and np.abs(alpha).max() <= 10 * 0.7 / top * (1 + 1e-9)
+    bent = np.array([[0.0, 0.0, 0.9], [0.15, 0.0, 0.5], [0.0, 0.0, 0.1]])
+    got, axes = force_profile(bent, n, friction=0.7)
+    u, sigma = force_ellipsoid(limb_jacobian(bent))
+    raw = 0.7 * (axes @ n) / sigma
+    long_axes = sigma >= 0.3 * sigma.max()
+    assert long_axes.sum() >= 2
+    np.testing.assert_allclose(got[long_axes], raw[long_axes], rtol=0.06)
+
+
+def test_contact_duration_is_the_longest_reachable_run_through_the_middle():
+    from blender_reldesc.core.contacts.repositioning import duration_score
+    inside = np.array([[1, 1, 1, 1, 1, 1, 1, 1, 1],       # whole phase: 1
+                       [0, 1, 1, 1, 1, 1, 0, 1, 1],       # frames 1..5 around the middle (4): 4/8
+                       [1, 1, 1, 1, 0, 1, 1, 1, 1],       # out of reach at the middle: 0
+                       [1, 1, 0, 0, 1, 1, 1, 1, 1],       # 4..8: 4/8 (the longer run 0..1 is not it)
+                       [0, 0, 0, 0, 1, 0, 0, 0, 0]], bool)  # the middle alone: 0
+    np.testing.assert_allclose(duration_score(inside, 4), [1.0, 0.5, 0.0, 0.5, 0.0])
+    # Eq. 13 counts the run, not the frames in reach: scattered frames score less than a run.
+    scattered = np.array([[1, 0, 1, 0, 1, 0, 1, 0, 1]], bool)
+    assert duration_score(scattered, 4)[0] == 0.0 < scattered.mean()
 
 
 def test_limbs_need_two_bones(stones):
@@ -105,6 +139,10 @@ def test_a_stone_moved_away_is_replaced_by_another_surface(stones):
     step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
     assert step(result.positions) <= 1.02 * step(motion)
     assert counts["repositioned"] >= 1 and counts["unresolved"] == 0
+    # The final check that reports it: on the surface in the result, not 10 cm above it.
+    from blender_reldesc.core.contacts.repositioning import landed
+    assert landed(result.positions, deformed, ph, eps0)
+    assert not landed(result.positions + [0.0, 0.0, 0.1], deformed, ph, eps0)
     assert {"effector", "start", "end", "status", "reason", "position", "new_position"} == set(rows[0])
 
 
@@ -176,3 +214,19 @@ def test_speed_threshold_scales_with_frame_rate():
         fractions.append(frames / len(motion))
     assert abs(fractions[0] - fractions[1]) < 0.05
     assert 0.4 < fractions[0] < 0.6                              # the resting second only
+
+
+@pytest.mark.parametrize("gap, touches", [(0.27, False), (0.03, True)])
+def test_a_hand_hovering_above_a_table_is_not_a_contact(gap, touches):
+    # A still pose over a floor, a table top under the left hand: 27 cm below it the hand only
+    # hovers (the old, relative threshold found a contact over the whole clip); 3 cm below it rests.
+    skel, walk = S.walk(10)
+    motion = np.repeat(walk[:1], 40, axis=0)
+    hand = motion[0, skel.index("LeftHand")]
+    floor = S.grid(4.0, 3.0, 8, 6, origin=(hand[0] - 2.0, -1.5), z=float(walk[..., 2].min()) - 0.005)
+    table = S.box((hand[0], hand[1], hand[2] - gap - 0.05), (0.6, 0.4, 0.1), subdivisions=2)
+    verts, tris, _ = S.merge(floor, table)
+    binding = bind(skel, motion, TriMesh(verts, tris))
+    names = {ph.name for ph in detect_contacts(binding)}
+    assert ("LeftHand" in names) == touches
+    assert {"LeftFoot", "RightFoot"} & names or {"LeftToe", "RightToe"} & names

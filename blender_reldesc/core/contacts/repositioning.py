@@ -3,9 +3,12 @@
 Tonneau, Al-Ashqar et al., *Character contact re-positioning under large
 environment deformation* (Eurographics 2016). What this module implements:
 
-- contact phases (§4.2.2, Eq. 2) with thresholds scaled by body height;
+- contact phases (§4.2.2, Eq. 2) with thresholds scaled by body height, and an
+  effector whose closest approach to the environment is more than ``SOLE_MAX``
+  body heights is never in contact (a hand hovering over a table);
 - the force actuation profile of a contact (§4.2.3, Eq. 6-8) from the limb's
-  positional Jacobian, every limb joint a ball joint;
+  positional Jacobian, every limb joint a ball joint, each axis length floored at
+  a tenth of the longest (a straight limb's flat ellipsoid made 1/sigma explode);
 - validity after adaptation (§5.2) in this order: *unsupported* (the adapted
   effector is on no surface), *unreachable* (the contact point leaves the
   limb's workspace, approximated by the ball of the limb's length around
@@ -15,15 +18,19 @@ environment deformation* (Eurographics 2016). What this module implements:
   outside the support region — the hull of the active contacts — by more
   than 0.1 body heights beyond what the source motion did);
 - re-positioning (§5.3): candidate points sampled on the edited surfaces with
-  a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14)
-  with the limb bent to each candidate by FABRIK; the first candidate that
-  passes the collision and balance tests wins.
+  a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14,
+  h2 the longest reachable run through the middle frame) with the limb bent to
+  each candidate by FABRIK; the first candidate that passes the collision and
+  balance tests wins; a contact reported repositioned is checked on the final
+  motion (``landed``).
 
 Not implemented (the closing note says so too): continuity by re-embedding the
-descriptors (§6, E_J + w_S E_S + w_R E_R); the new contact is blended in with
-positional pins eased in and out over enough frames to stay within the
-source's largest per-frame step. Root replanning (§7): phases with no
-candidate are reported ``unresolved``.
+descriptors (§6). ``descriptors.reembed`` solves Eq. 15-19 and ``adapt`` can
+blend re-embedded descriptors in (``embeddings``), but measured on a stone moved
+away, the body does not follow a re-embedded foot as it follows a pinned one, so
+the new contact is still blended in with positional pins eased in and out over
+enough frames to stay within the source's largest per-frame step. Root
+replanning (§7): phases with no candidate are reported ``unresolved``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ from ..geometry.proximity import Collider
 from ..skeleton.joints import limb_effectors
 
 FRICTION = 0.7
+#: An effector whose lowest distance to the environment over the clip is more than this many
+#: body heights is never in contact: its "sole" (the joint's height above what it touches:
+#: ankles 0.04-0.05, wrists on a table 0.02-0.03) cannot be that thick. A hand hovering 25 cm
+#: above a table was a contact for the whole clip when the threshold was relative only.
+SOLE_MAX = 0.1
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
 
@@ -124,17 +136,35 @@ def force_ellipsoid(jacobian):
     return v.T, np.sqrt(np.maximum(w, 0.0))
 
 
+#: The ellipsoid's axis lengths are floored at this fraction of the longest one (see
+#: ``force_profile``).
+SIGMA_FLOOR = 0.1
+
+
+def _floored(sigma2, top2):
+    """sqrt(sigma² + (SIGMA_FLOOR top)²): axis lengths that never reach 0."""
+    return np.sqrt(np.maximum(sigma2, 0.0) + SIGMA_FLOOR ** 2 * top2)
+
+
 def force_profile(chain_positions, normal, friction=FRICTION, axes=None):
-    """(alpha (3,), u (3,3)): Eq. 8, alpha_i = (1/sigma_i) * friction * n.u_i, u_i facing n."""
+    """(alpha (3,), u (3,3)): Eq. 8, alpha_i = (1/sigma_i) * friction * n.u_i, u_i facing n.
+
+    A straight limb's ellipsoid is flat (sigma ≈ 0 along the limb: the paper's 1/sigma
+    reached 7e11 on a straight leg and decided every score alone); each sigma_i is taken as
+    sqrt(sigma_i² + (0.1 sigma_max)²), as damped least squares does near singularities, so
+    alpha stays within 10 friction / sigma_max and a bent limb's profile barely changes."""
     u, sigma = force_ellipsoid(limb_jacobian(chain_positions, axes))
     u = u * np.where(u @ normal < 0, -1.0, 1.0)[:, None]
-    return friction * (u @ normal) / np.maximum(sigma, 1e-12), u
+    return friction * (u @ normal) / np.maximum(_floored(sigma ** 2, sigma.max() ** 2), 1e-12), u
 
 
 def profile_along(chain_positions, u, normal, friction=FRICTION):
-    """alpha(q, u_i, friction, n) of Eq. 11: a configuration's capability along given axes."""
+    """alpha(q, u_i, friction, n) of Eq. 11: a configuration's capability along given axes
+    (axis lengths floored as in ``force_profile``)."""
     J = limb_jacobian(chain_positions)
-    sigma = np.sqrt(np.maximum(np.einsum("ik,kl,il->i", u, J @ J.T, u), 1e-24))
+    jjt = J @ J.T
+    top2 = float(np.linalg.eigvalsh(jjt).max())
+    sigma = np.maximum(_floored(np.einsum("ik,kl,il->i", u, jjt, u), top2), 1e-12)
     return friction * (u @ normal) / sigma
 
 
@@ -175,7 +205,8 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     effectors : joint names (default ``default_effectors``).
     distance : ε0, how far above its lowest height an effector may be and still
         touch, in the motion's units (default 0.015 body heights; the paper's
-        0.01 m is for a foot mesh, not a joint).
+        0.01 m is for a foot mesh, not a joint). The lowest height itself (the joint's
+        "sole") must be below ``SOLE_MAX`` body heights.
     speed : 2·ε1 as a speed, units per second (default 0.12 body heights per
         second, i.e. 0.004 per frame at 30 fps); divided by ``fps`` to compare
         with the per-frame displacement of Eq. 2.
@@ -213,7 +244,9 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
         if not finite.any():
             continue
         floor = np.percentile(d[finite], 5)
-        touching = finite & (d - floor < eps0) & (vel[:, k] <= vmax)
+        if floor > SOLE_MAX * H:
+            continue
+        touching = finite & (d - floor < eps0) & (d < SOLE_MAX * H + eps0) & (vel[:, k] <= vmax)
         edges = np.flatnonzero(np.diff(np.r_[0, touching.astype(int), 0]))
         for s, e in zip(edges[::2], edges[1::2] - 1):
             if e - s + 1 < min_frames:
@@ -451,7 +484,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         frames = np.arange(ph.start, ph.end + 1)
         reaches = np.array([reach(int(f)) for f in frames])
         inside = np.linalg.norm(goal[:, None] - roots[None], axis=-1) <= reaches[None]
-        h2 = inside.mean(axis=1)                                                              # Eq. 13
+        h2 = duration_score(inside, m - ph.start)                                             # Eq. 12-13
         h1n = h1 / max(np.abs(h1).max(), 1e-12)
         score = 0.7 * h1n + 0.3 * h2                                                           # Eq. 14
         active = [q for q in phases if q.start <= m <= q.end and q is not ph]
@@ -478,6 +511,22 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, pts[chosen] - ph.position))
         outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen])
     return outcomes, pins
+
+
+def duration_score(inside, middle):
+    """h2 of Eq. 12-13 per candidate: the longest run of frames s* <= middle <= g* during which
+    the candidate stays within reach (``inside`` (C,n) bool over the phase's n frames),
+    (g* - s*) / (g - s); 0 when it is out of reach at the middle frame itself."""
+    inside = np.asarray(inside, bool)
+    C, n = inside.shape
+    if n < 2:
+        return inside[:, 0].astype(float) if n else np.zeros(C)
+    left = inside[:, middle::-1]                         # middle, middle - 1, ..., 0
+    right = inside[:, middle:]
+    run_l = np.where(left.all(axis=1), left.shape[1], np.argmin(left, axis=1))      # frames from middle down
+    run_r = np.where(right.all(axis=1), right.shape[1], np.argmin(right, axis=1))
+    span = np.maximum(run_l + run_r - 2, 0)                                         # g* - s*
+    return np.where(inside[:, middle], span / (n - 1), 0.0)
 
 
 def _root_estimate(phases, checks, positions, motion, ph, pad=10):
@@ -550,7 +599,26 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         for i, (ok, why) in enumerate(checks):
             if i not in done:
                 outcomes[i] = Outcome(phases[i], "valid" if ok else "unresolved", why, phases[i].position, None)
+    # A contact reported repositioned must be on a surface in the final motion, on every frame
+    # of its phase (the pins put it there, but a later round or the solver may not keep it).
+    eps0 = 0.015 * binding.body_height if distance is None else float(distance)
+    for i, o in enumerate(outcomes):
+        if o.status == "repositioned" and not landed(result.positions, mesh, o.phase, eps0):
+            outcomes[i] = Outcome(o.phase, "unresolved", "unsupported", o.position, None)
     return result, outcomes
+
+
+def landed(positions, mesh, phase, eps0):
+    """Whether the effector of ``phase`` is within ``eps0`` of its sole's distance from some
+    surface of ``mesh`` on every frame of the phase (``positions`` (F,J,3))."""
+    frames = np.arange(phase.start, phase.end + 1)
+    get = _colliders(mesh, phase.clearance + 4.0 * eps0)
+    eff = positions[frames, phase.effector]
+    if mesh.animated:
+        sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
+    else:
+        sd = get(0).closest(eff)[0]
+    return bool(np.all(np.abs(np.abs(sd) - phase.clearance) <= eps0))
 
 
 def contact_report(outcomes, frame_offset=0):

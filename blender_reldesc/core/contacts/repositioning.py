@@ -499,7 +499,13 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             bent = fabrik(chain_m, goal[c], seg)
             if np.any(get(m).closest(_limb_samples(bent, (0.25, 0.5, 0.75, 1.0)))[0] < -margin):   # collision
                 continue
-            now = _balance_excess(positions[m], np.array(support_pts + [goal[c]]), up)
+            # The centre of mass of the posture with the limb on the candidate (the limb's
+            # joints bent there, what hangs below the effector carried along).
+            posed = positions[m].copy()
+            below = _subtree(sk, ph.effector)[1:]
+            posed[below] += bent[-1] - posed[ph.effector]
+            posed[limb.chain] = bent
+            now = _balance_excess(posed, np.array(support_pts + [goal[c]]), up)
             if now - then > 0.1 * H:                                                            # balance
                 continue
             chosen = c
@@ -597,7 +603,9 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         result = adapt(binding, mesh, pins=pins, **options)
         checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
         for i, (ok, why) in enumerate(checks):
-            if i not in done:
+            # A contact held where it was is valid only if it now passes: held in place, a leg
+            # that a box moved into still collides (it used to be reported valid).
+            if i not in done or i in kept:
                 outcomes[i] = Outcome(phases[i], "valid" if ok else "unresolved", why, phases[i].position, None)
     # A contact reported repositioned must be on a surface in the final motion, on every frame
     # of its phase (the pins put it there, but a later round or the solver may not keep it).

@@ -653,6 +653,10 @@ def _subtree(sk, j):
     return np.array(out)
 
 
+#: How far (frames) before or after a phase an ease may start or end (see ``_pin_phase``).
+EASE_SEARCH = 60
+
+
 def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     """Pin the effector at ``target`` during the phase and carry it there smoothly.
 
@@ -674,16 +678,60 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     vmax = max(float(steps.max()) if len(steps) else 0.0, 1e-6)
     shift = target - motion[ph.middle, eff]
     ease = int(np.clip(np.ceil(1.5 * float(np.linalg.norm(shift)) / (0.5 * vmax)), 4, 60))
-    a = before[-1].end if before else max(0, ph.start - ease)
-    b = after[0].start if after else min(F - 1, ph.end + ease)
-    shift_a = positions[a, eff] - motion[a, eff]
-    shift_b = positions[b, eff] - motion[b, eff]
+    # With no other contact of this effector to start from (or end on), the ease starts
+    # where the solve last followed the source closely: the descriptors of a surface that
+    # moved away can grab the effector several frames before the phase (a toe thrown 0.44 m
+    # in one frame towards a stone moved a metre), and an ease that starts after that keeps
+    # the jump.
+    dev = np.linalg.norm(positions[:, eff] - motion[:, eff], axis=-1)
+    tol = 0.015 * float(np.linalg.norm(motion[0].max(axis=0) - motion[0].min(axis=0)))
 
-    def hold(f, w, s0):
+    def calm(frames):
+        """The frame of ``frames`` (ordered from the phase outwards) nearest the phase whose
+        deviation is within ``tol`` of the least."""
+        if not len(frames):
+            return None
+        d = dev[frames]
+        return int(frames[np.flatnonzero(d <= d.min() + tol)[0]])
+
+    if before:
+        a = before[-1].end
+    else:
+        a = calm(np.arange(max(0, ph.start - ease), max(0, ph.start - EASE_SEARCH) - 1, -1))
+        a = max(0, ph.start - ease) if a is None else a
+    if after:
+        b = after[0].start
+    else:
+        b = calm(np.arange(min(F - 1, ph.end + ease), min(F - 1, ph.end + EASE_SEARCH) + 1))
+        b = min(F - 1, ph.end + ease) if b is None else b
+    # Where the effector is at the ends of the ease: where another phase of the same foot
+    # already holds it when it does (two moved stones in a row: the second ease starts on the
+    # first new stone, not where the foot was before it moved), else where the solve put it.
+    def shift_at(f):
+        held = pins[f, eff]
+        return (held if not np.isnan(held[0]) else positions[f, eff]) - motion[f, eff]
+
+    shift_a, shift_b = shift_at(a), shift_at(b)
+
+    def offset_at(f):
+        """How far what hangs below the effector (toes) is from the source's offsets at f."""
+        held = pins[f, below]
+        got = np.where(np.isnan(held), positions[f, below], held) - (pins[f, eff] if not np.isnan(pins[f, eff, 0])
+                                                                     else positions[f, eff])
+        return got - (motion[f, below] - motion[f, eff])
+
+    off_a, off_b = offset_at(a), offset_at(b)
+
+    def hold(f, w, s0, o0=None):
         s = s0 + w * (shift - s0)
         p = motion[f, eff] + s if w < 1.0 else target
         pins[f, eff] = p
-        pins[f, below] = p + motion[f, below] - motion[f, eff]
+        # What hangs below keeps the source's offsets, eased in from how they were at the
+        # ease's end (pinned straight to the source's, a toe jumped at the first pinned frame).
+        off = motion[f, below] - motion[f, eff]
+        if w < 1.0 and o0 is not None:
+            off = off + (1.0 - w) * o0
+        pins[f, below] = p + off
 
     # The shift changes where the body moves slowly in the source: each frame's
     # share of the blend is proportional to the room left below the source's
@@ -699,11 +747,11 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
         inner = np.arange(a + 1, ph.start + 1)
         w = shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
-            hold(f, wf, shift_a)
+            hold(f, wf, shift_a, off_a)
     for f in range(ph.start, ph.end + 1):
         hold(f, 1.0, shift)
     if b - ph.end > 1:
         inner = np.arange(ph.end + 1, b + 1)
         w = 1.0 - shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
-            hold(f, wf, shift_b)
+            hold(f, wf, shift_b, off_b)

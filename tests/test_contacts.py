@@ -277,3 +277,25 @@ def test_two_moved_stones_of_one_foot_are_replaced_without_a_jump(stones):
     assert step(result.positions) <= 1.2 * step(motion)
     from blender_reldesc.core.contacts.repositioning import landed
     assert all(landed(result.positions, deformed, o.phase, 0.015 * binding.body_height) for o in right)
+
+
+def test_a_contact_held_on_a_moving_support_moves_with_it(stones):
+    # A stone sliding 4 mm a frame under a locked contact: the held foot follows it frame by
+    # frame (it was held where the stone was at the phase's middle frame, and slid).
+    from blender_reldesc.core.contacts import plan_repositioning
+    skel, motion, mesh, stone_list, binding = stones
+    phases = detect_contacts(binding)
+    i, ph = next((k, p) for k, p in enumerate(phases) if p.name == "LeftFoot" and p.start > 0)
+    stone = next(r for r in stone_list if np.linalg.norm(r[2][:2] - ph.position[:2]) < 0.3)
+    frames = np.arange(len(motion))
+    v = np.repeat(mesh.vertices[None], len(motion), axis=0)
+    v[:, stone[0]:stone[1], 0] += 0.004 * (frames - ph.middle)[:, None]
+    sliding = mesh.with_vertices(v)
+    result = adapt(binding, sliding)
+    checks = [(k != i, None if k != i else "collision") for k in range(len(phases))]
+    outcomes, pins = plan_repositioning(binding, result.positions, sliding, phases, checks, result.bone_lengths,
+                                        locked={i})
+    assert outcomes[i].status == "repositioned"
+    held = pins[ph.start:ph.end + 1, ph.effector]
+    np.testing.assert_allclose(np.diff(held, axis=0), np.broadcast_to([0.004, 0.0, 0.0], (len(held) - 1, 3)),
+                               atol=1e-9)

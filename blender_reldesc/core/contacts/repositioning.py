@@ -391,12 +391,14 @@ def fabrik(chain, target, lengths, iterations=12):
     return p
 
 
-def candidate_points(mesh, f, normal, min_cos=0.5, facing=None):
+def candidate_points(mesh, f, normal, min_cos=0.5, facing=None, with_ids=False):
     """Surface samples (triangle centroids and corners pulled 10 % inwards) with their
     face normals: within 60° of ``normal`` (``min_cos``), or, with ``facing`` (a point),
-    any face that looks towards it."""
+    any face that looks towards it. ``with_ids``: also each sample's triangle (K,) and
+    barycentric coordinates (K,3), so it can be followed on an animated surface."""
     v = mesh.frame(f)
-    tri = mesh.triangles[mesh.valid]
+    ids = np.flatnonzero(mesh.valid)
+    tri = mesh.triangles[ids]
     corners = v[tri]
     fn = normalize(np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]))
     cen = corners.mean(axis=1)
@@ -407,7 +409,26 @@ def candidate_points(mesh, f, normal, min_cos=0.5, facing=None):
         keep = np.einsum("kd,kd->k", nrm, facing - pts) > 0
     else:
         keep = nrm @ normal >= min_cos
-    return pts[keep], nrm[keep]
+    if not with_ids:
+        return pts[keep], nrm[keep]
+    T = len(ids)
+    which = np.concatenate([ids, np.repeat(ids, 3)])
+    bary = np.concatenate([np.full((T, 3), 1.0 / 3.0), np.tile(0.9 * np.eye(3) + 0.1 / 3.0, (T, 1))])
+    return pts[keep], nrm[keep], which[keep], bary[keep]
+
+
+def track(mesh, triangle, bary, clearance, frames):
+    """(n,3) where an effector resting on the surface point (``triangle``, ``bary``) is at each
+    of ``frames``: the point plus its face normal times ``clearance``. On an animated surface
+    it moves with the surface (a contact pinned at one frame slid on a moving support)."""
+    out = np.empty((len(frames), 3))
+    for i, f in enumerate(np.asarray(frames).tolist()):
+        corners = mesh.frame(f)[mesh.triangles[triangle]]
+        out[i] = bary @ corners + _face_normal(mesh, f, triangle) * clearance
+        if not mesh.animated:
+            out[i + 1:] = out[i]
+            break
+    return out
 
 
 @dataclass
@@ -452,7 +473,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             continue
         if i in locked:
             p, n = contact_point(mesh, ph, m)
-            target = p + n * ph.clearance
+            target = track(mesh, ph.triangle, ph.bary, ph.clearance, np.arange(ph.start, ph.end + 1))
             _pin_phase(pins, sk, positions, motion, ph, target, phases)
             moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, p - ph.position))
             outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p)
@@ -463,7 +484,8 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         # Feet need support (a surface oriented like the original one); hands may
         # push on anything that faces the limb's root (a wall after a ceiling).
         support = any(w in ph.name.lower() for w in ("foot", "toe"))
-        pts, nrm = candidate_points(mesh, m, ph.normal, facing=None if support else positions[m, limb.root])
+        pts, nrm, cand_tri, cand_bary = candidate_points(mesh, m, ph.normal, with_ids=True,
+                                                         facing=None if support else positions[m, limb.root])
         goal = pts + nrm * ph.clearance
         # Where the limb's root would be had this contact not pulled it: the
         # source root moved like the neighbouring valid contacts moved.
@@ -471,7 +493,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         root = roots[m - ph.start]
         near = np.linalg.norm(goal - root, axis=1) <= reach(m)
         # Not on the surface that failed: a candidate must stay on after the edit.
-        pts, nrm, goal = pts[near], nrm[near], goal[near]
+        pts, nrm, goal, cand_tri, cand_bary = pts[near], nrm[near], goal[near], cand_tri[near], cand_bary[near]
         if not len(pts):
             outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
             continue
@@ -513,7 +535,8 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         if chosen is None:
             outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
             continue
-        _pin_phase(pins, sk, positions, motion, ph, goal[chosen], phases)
+        _pin_phase(pins, sk, positions, motion, ph, track(mesh, cand_tri[chosen], cand_bary[chosen], ph.clearance,
+                                                          np.arange(ph.start, ph.end + 1)), phases)
         moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, pts[chosen] - ph.position))
         outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen])
     return outcomes, pins
@@ -660,7 +683,8 @@ EASE_SEARCH = 60
 def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     """Pin the effector at ``target`` during the phase and carry it there smoothly.
 
-    During the phase the effector is held at ``target``; its subtree (toes) keeps
+    ``target`` is a point (3,) or its path over the phase's frames (n,3) (``track``: a
+    contact on an animated support). During the phase the effector is held there; its subtree (toes) keeps
     the source motion's offsets from it. Before the phase, from the end of the
     same effector's previous contact (or over a short ease when there is none),
     the effector follows the *source* swing shifted by a smoothstep blend of the
@@ -676,7 +700,11 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     after = [q for q in same if q.start > ph.end]
     steps = np.linalg.norm(np.diff(motion[:, eff], axis=0), axis=-1)
     vmax = max(float(steps.max()) if len(steps) else 0.0, 1e-6)
-    shift = target - motion[ph.middle, eff]
+    # The held place, frame by frame over the phase (it moves with an animated support).
+    target = np.asarray(target, float)
+    path = np.broadcast_to(target, (ph.end - ph.start + 1, 3)) if target.ndim == 1 else target
+    shift = path[ph.middle - ph.start] - motion[ph.middle, eff]
+    shift_in, shift_out = path[0] - motion[ph.middle, eff], path[-1] - motion[ph.middle, eff]
     ease = int(np.clip(np.ceil(1.5 * float(np.linalg.norm(shift)) / (0.5 * vmax)), 4, 60))
     # With no other contact of this effector to start from (or end on), the ease starts
     # where the solve last followed the source closely: the descriptors of a surface that
@@ -722,9 +750,9 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
 
     off_a, off_b = offset_at(a), offset_at(b)
 
-    def hold(f, w, s0, o0=None):
-        s = s0 + w * (shift - s0)
-        p = motion[f, eff] + s if w < 1.0 else target
+    def hold(f, w, s0, o0=None, towards=shift):
+        s = s0 + w * (towards - s0)
+        p = motion[f, eff] + s if w < 1.0 else path[f - ph.start]
         pins[f, eff] = p
         # What hangs below keeps the source's offsets, eased in from how they were at the
         # ease's end (pinned straight to the source's, a toe jumped at the first pinned frame).
@@ -747,11 +775,11 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
         inner = np.arange(a + 1, ph.start + 1)
         w = shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
-            hold(f, wf, shift_a, off_a)
+            hold(f, wf, shift_a, off_a, shift_in)
     for f in range(ph.start, ph.end + 1):
         hold(f, 1.0, shift)
     if b - ph.end > 1:
         inner = np.arange(ph.end + 1, b + 1)
         w = 1.0 - shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
-            hold(f, wf, shift_b, off_b)
+            hold(f, wf, shift_b, off_b, shift_out)

@@ -644,7 +644,7 @@ class BakeJob:
         worst = np.argsort(-err)[:5]
         contacts, counts = [], {"valid": 0, "repositioned": 0, "unresolved": 0}
         if self.outcomes is not None:
-            contacts, counts = contact_report(self.outcomes, int(bound.frames[0]))
+            contacts, counts = contact_report(self.outcomes, int(bound.frames[0]), self.mesh)
             _surface_names(bound, contacts, self.outcomes)
             store_contacts(self.arm, contacts, self.flags)
         return dict(contacts=contacts, contact_counts=counts,
@@ -762,6 +762,8 @@ def _surface_names(bound, rows, outcomes):
     names = bound.meta["objects"]
     for row, o in zip(rows, outcomes):
         row["surface"] = names[int(np.searchsorted(ends, o.phase.triangle, side="right"))]
+        if o.status == "repositioned" and o.triangle is not None:
+            row["new_surface"] = names[int(np.searchsorted(ends, o.triangle, side="right"))]
 
 
 def store_contacts(arm, rows, flags):
@@ -819,7 +821,7 @@ def contacts_job(scene, arm, reposition=False, warn=print):
                                         affinity_override=job.overrides, vertex_influence=job.influence)
     except ContactError as e:
         raise SceneError(str(e)) from None
-    rows, counts = contact_report(outcomes, int(job.bound.frames[0]))
+    rows, counts = contact_report(outcomes, int(job.bound.frames[0]), job.mesh)
     _surface_names(job.bound, rows, outcomes)
     store_contacts(arm, rows, job.flags)
     return rows, counts

@@ -143,7 +143,13 @@ def test_a_stone_moved_away_is_replaced_by_another_surface(stones):
     from blender_reldesc.core.contacts.repositioning import landed
     assert landed(result.positions, deformed, ph, eps0)
     assert not landed(result.positions + [0.0, 0.0, 0.1], deformed, ph, eps0)
-    assert {"effector", "start", "end", "status", "reason", "position", "new_position"} == set(rows[0])
+    assert {"effector", "start", "end", "status", "reason", "position", "source_position",
+            "new_position"} == set(rows[0])
+    # Positions as they are: the moved stone's contact point is reported where the stone is now.
+    rows_now, _ = contact_report(outcomes, mesh=deformed)
+    row = rows_now[outcomes.index(moved[0])]
+    np.testing.assert_allclose(row["position"], moved[0].position + [0.0, 1.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(row["source_position"], moved[0].position)
 
 
 def test_without_repositioning_invalid_phases_are_unresolved(stones):

@@ -40,10 +40,15 @@ def test_moving_a_stone_far_away_repositions_the_foot():
     after = {(r["effector"], r["start"]): r for r in jobs.stored_contacts(arm)}
     assert after[(row["effector"], row["start"])]["status"] == "unresolved"
     assert after[(row["effector"], row["start"])]["reason"] == "unsupported"
+    # Reported where the contact point is now (on the moved stone), and where it was at bind.
+    now = np.array(after[(row["effector"], row["start"])]["position"])
+    assert np.linalg.norm(now[:2] - np.array(stone.location)[:2]) < 0.25
+    np.testing.assert_allclose(after[(row["effector"], row["start"])]["source_position"], row["position"])
     assert bpy.ops.reldesc.reposition_contacts(armature="Walker") == {'FINISHED'}
     assert scene.reldesc.reposition_contacts
     moved = {(r["effector"], r["start"]): r for r in jobs.stored_contacts(arm)}[(row["effector"], row["start"])]
     assert moved["status"] == "repositioned" and moved["new_position"] is not None
+    assert moved["new_surface"] in {ob.name for ob in env.all_objects} and moved["new_surface"] != stone.name
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     # The baked foot rests on a surface that exists during the phase.
     bound = jobs.Bound(arm)

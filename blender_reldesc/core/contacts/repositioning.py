@@ -440,6 +440,8 @@ class Outcome:
     reason: str | None
     position: np.ndarray               # original contact point (world)
     new_position: np.ndarray | None
+    #: The triangle of the new contact (re-positioned or held), for the report's surface.
+    triangle: int | None = None
 
 
 def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked=(), ignored=(),
@@ -476,7 +478,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             target = track(mesh, ph.triangle, ph.bary, ph.clearance, np.arange(ph.start, ph.end + 1))
             _pin_phase(pins, sk, positions, motion, ph, target, phases)
             moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, p - ph.position))
-            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p)
+            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle))
             continue
         # The root may come down or across by ROOT_SLACK body heights to reach a new
         # contact (the solver lowers the hips); the paper replans the root instead.
@@ -538,7 +540,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         _pin_phase(pins, sk, positions, motion, ph, track(mesh, cand_tri[chosen], cand_bary[chosen], ph.clearance,
                                                           np.arange(ph.start, ph.end + 1)), phases)
         moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, pts[chosen] - ph.position))
-        outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen])
+        outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen], int(cand_tri[chosen]))
     return outcomes, pins
 
 
@@ -652,13 +654,20 @@ def landed(positions, mesh, phase, eps0):
     return bool(np.all(np.abs(np.abs(sd) - phase.clearance) <= eps0))
 
 
-def contact_report(outcomes, frame_offset=0):
-    """JSON-ready list of phases (the report's ``contacts``) and ``contact_counts``."""
+def contact_report(outcomes, frame_offset=0, mesh=None):
+    """JSON-ready list of phases (the report's ``contacts``) and ``contact_counts``.
+
+    ``position`` is where the contact's surface point is on ``mesh`` (the environment now;
+    without it, at bind time), ``source_position`` where it was at bind time and
+    ``new_position`` where a re-positioned contact went, so an overlay draws each contact
+    where it is."""
     rows = []
     for o in outcomes:
         ph = o.phase
+        now = contact_point(mesh, ph, ph.middle)[0] if mesh is not None else o.position
         rows.append(dict(effector=ph.name, start=int(ph.start + frame_offset), end=int(ph.end + frame_offset),
-                         status=o.status, reason=o.reason, position=[float(x) for x in o.position],
+                         status=o.status, reason=o.reason, position=[float(x) for x in now],
+                         source_position=[float(x) for x in o.position],
                          new_position=None if o.new_position is None else [float(x) for x in o.new_position]))
     counts = {k: sum(r["status"] == k for r in rows) for k in ("valid", "repositioned", "unresolved")}
     return rows, counts

@@ -13,10 +13,12 @@ environment deformation* (Eurographics 2016). What this module implements:
   effector is on no surface), *unreachable* (the contact point leaves the
   limb's workspace, approximated by the ball of the limb's length around
   its root: the convex hull of all its configurations without joint limits),
-  *collision* (points along the limb's bones inside the environment) and
-  *balance* (simplified: the centre of mass projected along ``up`` moves
-  outside the support region — the hull of the active contacts — by more
-  than 0.1 body heights beyond what the source motion did);
+  *collision* (points along every bone of the body inside the environment on
+  any frame of the phase, where the source was not) and *balance* (on every
+  frame of the phase, the centre of mass from segment masses, ``balance``,
+  projected along ``up`` moves outside the support region — the hull of the
+  contacts active at that frame — by more than 0.1 body heights beyond what
+  the source motion did; seated or lying supports are not effectors yet);
 - re-positioning (§5.3): candidate points sampled on the edited surfaces with
   a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14,
   h2 the longest reachable run through the middle frame) with the limb bent to
@@ -43,6 +45,7 @@ from ..errors import RelDescError
 from ..geometry import normalize
 from ..geometry.proximity import Collider
 from ..skeleton.joints import limb_effectors
+from .balance import bone_samples, centre_of_mass, segment_masses
 
 FRICTION = 0.7
 #: An effector whose lowest distance to the environment over the clip is more than this many
@@ -304,11 +307,18 @@ def _plane_basis(up):
     return np.stack([a, np.cross(up, a)])
 
 
-def _balance_excess(positions, support_points, up):
-    """How far (plane distance) the centre of mass lies outside the support hull."""
+def _balance_excess(com, support_points, up):
+    """How far (plane distance) the centre of mass ``com`` (3,) lies outside the support hull."""
     basis = _plane_basis(up)
-    com = positions.mean(axis=0)
     return _hull_distance(support_points @ basis.T, com @ basis.T)
+
+
+def _masses(binding):
+    """The binding's segment masses (``balance.segment_masses``), computed once."""
+    key = ("segment_masses",)
+    if key not in binding._joint_models:
+        binding._joint_models[key] = segment_masses(binding.skeleton, binding.motion, binding.body_height)
+    return binding._joint_models[key]
 
 
 def _face_normal(mesh, f, tri):
@@ -332,6 +342,7 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
+    sk, masses = binding.skeleton, _masses(binding)
     if not mesh.animated and phases:                  # every phase's effector in one search
         spans = [np.arange(ph.start, ph.end + 1) for ph in phases]
         eff = np.concatenate([positions[fr, ph.effector] for ph, fr in zip(phases, spans)])
@@ -359,18 +370,42 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         if np.any(np.linalg.norm(p + n * ph.clearance - positions[frames, limb.root], axis=-1) > reach + eps0):
             out.append((False, "unreachable"))
             continue
-        inside = get(m).closest(_limb_samples(positions[m, limb.chain]))[0] < -margin
-        if np.any(inside & ~ph.source_inside):              # new penetrations only
+        # Collision: any bone of the body (three points along each) inside the environment
+        # on any frame of the phase, where the source was not inside the bind-time one.
+        if _collides(binding, positions, mesh, frames, get, margin):
             out.append((False, "collision"))
             continue
-        active = [q for q in phases if q.start <= m <= q.end]
-        now = _balance_excess(positions[m], positions[m, [q.effector for q in active]], up)
-        then = _balance_excess(binding.motion[m], binding.motion[m, [q.effector for q in active]], up)
-        if now - then > 0.1 * H:
+        # Balance over the whole phase: the centre of mass from segment masses against the
+        # hull of the contacts active at each frame, relative to the source.
+        com_now, com_then = centre_of_mass(sk, positions[frames], masses), centre_of_mass(sk, binding.motion[frames],
+                                                                                         masses)
+        worse = 0.0
+        for i, f in enumerate(frames.tolist()):
+            active = [q.effector for q in phases if q.start <= f <= q.end]
+            worse = max(worse, _balance_excess(com_now[i], positions[f, active], up)
+                        - _balance_excess(com_then[i], binding.motion[f, active], up))
+        if worse > 0.1 * H:
             out.append((False, "balance"))
             continue
         out.append((True, None))
     return out
+
+
+def _collides(binding, positions, mesh, frames, get, margin):
+    """Whether a bone of ``positions`` is more than ``margin`` inside ``mesh`` on ``frames``
+    where the source was not inside the bind-time environment."""
+    sk = binding.skeleton
+    now_pts = bone_samples(sk, positions[frames])                              # (n,K,3)
+    now = _closest_all(get, mesh, now_pts)[0] if mesh.animated else \
+        get(0).closest(now_pts.reshape(-1, 3))[0].reshape(now_pts.shape[:2])
+    hit = now < -margin
+    if not hit.any():
+        return False
+    src_pts = bone_samples(sk, binding.motion[frames])
+    then_get = _colliders(binding.mesh, 0.2 * binding.body_height)
+    then = _closest_all(then_get, binding.mesh, src_pts)[0] if binding.mesh.animated else \
+        then_get(0).closest(src_pts.reshape(-1, 3))[0].reshape(src_pts.shape[:2])
+    return bool(np.any(hit & ~(then < -margin)))
 
 
 # --- re-positioning (§5.3) -----------------------------------------------------------
@@ -513,7 +548,9 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         score = 0.7 * h1n + 0.3 * h2                                                           # Eq. 14
         active = [q for q in phases if q.start <= m <= q.end and q is not ph]
         support_pts = [positions[m, q.effector] for q in active]
-        then = _balance_excess(motion[m], motion[m, [q.effector for q in phases if q.start <= m <= q.end]], up)
+        masses = _masses(binding)
+        then = _balance_excess(centre_of_mass(sk, motion[m], masses),
+                               motion[m, [q.effector for q in phases if q.start <= m <= q.end]], up)
         chosen = None
         # Candidates scoring within 20 % of the best are taken nearest to the original
         # contact first (product decision: the foot lands where the animator expects).
@@ -529,7 +566,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             below = _subtree(sk, ph.effector)[1:]
             posed[below] += bent[-1] - posed[ph.effector]
             posed[limb.chain] = bent
-            now = _balance_excess(posed, np.array(support_pts + [goal[c]]), up)
+            now = _balance_excess(centre_of_mass(sk, posed, masses), np.array(support_pts + [goal[c]]), up)
             if now - then > 0.1 * H:                                                            # balance
                 continue
             chosen = c

@@ -71,7 +71,8 @@ class Binding:
     body_height: float
     settings: dict = field(default_factory=dict)
     _coefficients: object = field(default=None, repr=False, compare=False)
-    #: Hinges and bend limits learnt from the motion, per set of hinge overrides (see ``Rig``).
+    #: What is learnt from the motion once: hinges and bend limits per set of hinge overrides (see
+    #: ``Rig``), segment masses (``contacts.balance``).
     _joint_models: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -305,3 +305,26 @@ def test_a_contact_held_on_a_moving_support_moves_with_it(stones):
     held = pins[ph.start:ph.end + 1, ph.effector]
     np.testing.assert_allclose(np.diff(held, axis=0), np.broadcast_to([0.004, 0.0, 0.0], (len(held) - 1, 3)),
                                atol=1e-9)
+
+
+@pytest.mark.parametrize("where, invalid", [("other shin", False), ("hips", True)])
+def test_a_contact_is_judged_by_its_own_limb_and_the_trunk(stones, where, invalid):
+    # A box moved into the swinging right shin during a left-foot contact does not make that
+    # contact invalid (the right leg is judged by its own contacts); into the hips it does.
+    skel, motion, mesh, stone_list, _ = stones
+    box = S.box((0.0, 6.0, 0.4), (0.3, 0.3, 0.12), subdivisions=2)
+    verts, tris, _ = S.merge((mesh.vertices, mesh.triangles), box)
+    scene = TriMesh(verts, tris)
+    binding = bind(skel, motion, scene)
+    phases = detect_contacts(binding)
+    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6 and
+              not any(q.name == "RightFoot" and q.start <= p.middle <= q.end for q in phases))
+    if where == "hips":
+        at = motion[ph.middle, skel.index("Hips")]
+    else:
+        at = 0.5 * (motion[ph.middle, skel.index("RightLeg")] + motion[ph.middle, skel.index("RightFoot")])
+    v = verts.copy()
+    v[len(mesh.vertices):] += at - np.array([0.0, 6.0, 0.4])
+    _, outcomes = adapt_with_contacts(binding, scene.with_vertices(v), reposition=False, phases=phases)
+    got = next(o for o in outcomes if o.phase is ph)
+    assert (got.status, got.reason) == (("unresolved", "collision") if invalid else ("valid", None))

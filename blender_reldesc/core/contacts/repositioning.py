@@ -13,8 +13,8 @@ environment deformation* (Eurographics 2016). What this module implements:
   effector is on no surface), *unreachable* (the contact point leaves the
   limb's workspace, approximated by the ball of the limb's length around
   its root: the convex hull of all its configurations without joint limits),
-  *collision* (points along every bone of the body inside the environment on
-  any frame of the phase, where the source was not) and *balance* (on every
+  *collision* (points along the bones of the contact's limb and of the trunk
+  inside the environment on any frame of the phase, where the source was not) and *balance* (on every
   frame of the phase, the centre of mass from segment masses, ``balance``,
   projected along ``up`` moves outside the support region — the hull of the
   contacts active at that frame — by more than 0.1 body heights beyond what
@@ -342,7 +342,7 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
-    sk, masses = binding.skeleton, _masses(binding)
+    new_hit, worse = _frame_checks(binding, positions, mesh, phases, get, margin, up)
     if not mesh.animated and phases:                  # every phase's effector in one search
         spans = [np.arange(ph.start, ph.end + 1) for ph in phases]
         eff = np.concatenate([positions[fr, ph.effector] for ph, fr in zip(phases, spans)])
@@ -372,40 +372,81 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
             continue
         # Collision: any bone of the body (three points along each) inside the environment
         # on any frame of the phase, where the source was not inside the bind-time one.
-        if _collides(binding, positions, mesh, frames, get, margin):
+        if new_hit[np.ix_(frames, _judged_bones(binding, ph))].any():
             out.append((False, "collision"))
             continue
         # Balance over the whole phase: the centre of mass from segment masses against the
         # hull of the contacts active at each frame, relative to the source.
-        com_now, com_then = centre_of_mass(sk, positions[frames], masses), centre_of_mass(sk, binding.motion[frames],
-                                                                                         masses)
-        worse = 0.0
-        for i, f in enumerate(frames.tolist()):
-            active = [q.effector for q in phases if q.start <= f <= q.end]
-            worse = max(worse, _balance_excess(com_now[i], positions[f, active], up)
-                        - _balance_excess(com_then[i], binding.motion[f, active], up))
-        if worse > 0.1 * H:
+        if worse[frames].max() > 0.1 * H:
             out.append((False, "balance"))
             continue
         out.append((True, None))
     return out
 
 
-def _collides(binding, positions, mesh, frames, get, margin):
-    """Whether a bone of ``positions`` is more than ``margin`` inside ``mesh`` on ``frames``
-    where the source was not inside the bind-time environment."""
+def _frame_checks(binding, positions, mesh, phases, get, margin, up):
+    """Over the frames of ``phases``: per frame and bone (F,B) whether the bone (by its child
+    joint, ``bone_samples`` order) is newly inside the environment (more than ``margin`` deep
+    where the source was not), and per frame (F,) how much farther the centre of mass is
+    outside the hull of the active contacts than in the source."""
+    sk, F = binding.skeleton, len(positions)
+    active = [[] for _ in range(F)]
+    for q in phases:
+        for f in range(q.start, q.end + 1):
+            active[f].append(q.effector)
+    frames = np.array([f for f in range(F) if active[f]], np.int64)
+    B = int(np.sum(sk.parents >= 0))
+    new_hit, worse = np.zeros((F, B), bool), np.zeros(F)
+    if not frames.size:
+        return new_hit, worse
+    inside = _bones_inside(sk, positions, mesh, frames, get, margin)
+    if inside.any():
+        hit = np.flatnonzero(inside.any(axis=1))
+        then_get = _colliders(binding.mesh, 0.2 * binding.body_height)
+        was = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], then_get, margin)
+        fresh = (inside[hit] & ~was).reshape(len(hit), -1, B)                # (n, samples, B)
+        new_hit[frames[hit]] = fresh.any(axis=1)
+    masses = _masses(binding)
+    com_now, com_then = centre_of_mass(sk, positions[frames], masses), centre_of_mass(sk, binding.motion[frames], masses)
+    basis = _plane_basis(up)
+    for i, f in enumerate(frames.tolist()):
+        on = active[f]
+        worse[f] = (_hull_distance(positions[f, on] @ basis.T, com_now[i] @ basis.T)
+                    - _hull_distance(binding.motion[f, on] @ basis.T, com_then[i] @ basis.T))
+    return new_hit, worse
+
+
+def _judged_bones(binding, phase):
+    """(b,) indices (``bone_samples`` order) of the bones a phase's collision test covers: its
+    own limb (the chain and what hangs below the effector) and the trunk. Another limb's bones
+    are its own contacts' business: a swinging foot clipping a stone does not make the other
+    foot's contact invalid."""
     sk = binding.skeleton
-    now_pts = bone_samples(sk, positions[frames])                              # (n,K,3)
-    now = _closest_all(get, mesh, now_pts)[0] if mesh.animated else \
-        get(0).closest(now_pts.reshape(-1, 3))[0].reshape(now_pts.shape[:2])
-    hit = now < -margin
-    if not hit.any():
-        return False
-    src_pts = bone_samples(sk, binding.motion[frames])
-    then_get = _colliders(binding.mesh, 0.2 * binding.body_height)
-    then = _closest_all(then_get, binding.mesh, src_pts)[0] if binding.mesh.animated else \
-        then_get(0).closest(src_pts.reshape(-1, 3))[0].reshape(src_pts.shape[:2])
-    return bool(np.any(hit & ~(then < -margin)))
+    key = ("limb_bones",)
+    if key not in binding._joint_models:
+        limbs = set()
+        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
+            try:
+                limbs |= set(find_limb(sk, sk.names[e]).chain.tolist())
+            except ContactError:                      # a one-bone limb: its subtree only
+                pass
+            limbs |= set(_subtree(sk, e).tolist())
+        binding._joint_models[key] = limbs
+    limbs = binding._joint_models[key]
+    mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
+    child = np.flatnonzero(sk.parents >= 0)
+    return np.flatnonzero([(c in mine) or (c not in limbs) for c in child.tolist()])
+
+
+def _bones_inside(skeleton, positions, mesh, frames, get, margin):
+    """(n,K) whether each point along the bones (``bone_samples``) of ``positions`` at
+    ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``)."""
+    pts = bone_samples(skeleton, positions[frames])                            # (n,K,3)
+    if mesh.animated:
+        sd = np.stack([get(int(f)).closest(pts[i])[0] for i, f in enumerate(frames.tolist())])
+    else:
+        sd = get(0).closest(pts.reshape(-1, 3))[0].reshape(pts.shape[:2])
+    return sd < -margin
 
 
 # --- re-positioning (§5.3) -----------------------------------------------------------

@@ -65,6 +65,9 @@ def build_parser(blender_command=False):
                    help="assign the adapted action (default) or add it as an NLA track above the source")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
+    p.add_argument("--scene", choices=("bridge", "stones"), default="bridge",
+                   help="bridge: a walk over a sagging bridge under a lowered beam (default); stones: a stepping "
+                        "stone moved away, the foot re-positioned")
     return parser
 
 
@@ -102,7 +105,7 @@ def run(argv, blender_command=False):
     try:
         if args.command == "demo":
             from . import demo
-            report = demo.run(args.output)
+            report = demo.run(args.output, scene_name=args.scene)
             print(f"reldesc: demo written to {os.path.abspath(args.output)} "
                   f"({report['frames']} frames, bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
             return 0

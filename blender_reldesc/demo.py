@@ -225,15 +225,19 @@ def _render(scene, path):
         bpy.ops.render.render(write_still=True)
 
 
-def render_before_after(scene, arm, source, adapted, frame, path):
-    """Render ``frame`` with the source and the adapted action side by side into ``path``."""
+def render_before_after(scene, arm, source, adapted, frame, path, view=None, captions=None):
+    """Render ``frame`` with the source and the adapted action side by side into ``path``.
+
+    view : ``(location, rotation_euler)`` of the camera (default: the bridge and beam).
+    captions : the two captions (before, after)."""
     cam_data = bpy.data.cameras.new("Camera")
     cam = bpy.data.objects.new("Camera", cam_data)
     scene.collection.objects.link(cam)
     # Wide enough for the lowered beam and the bent stretch of the bridge behind it.
     cam_data.lens = 35
-    cam.location = (BEAM_X + 1.6, -7.8, 1.15)
-    cam.rotation_euler = (np.radians(88), 0.0, 0.0)
+    location, rotation = view or ((BEAM_X + 1.6, -7.8, 1.15), (np.radians(88), 0.0, 0.0))
+    cam.location = location
+    cam.rotation_euler = rotation
     scene.camera = cam
     sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
     sun.rotation_euler = (np.radians(50), np.radians(10), np.radians(30))
@@ -247,8 +251,8 @@ def render_before_after(scene, arm, source, adapted, frame, path):
     scene.render.resolution_x, scene.render.resolution_y = 640, 420
     scene.render.image_settings.file_format = 'PNG'
     halves = []
-    for action, tag, text in ((source, "before", "Before: source motion in the edited scene"),
-                              (adapted, "after", "After: adapted")):
+    captions = captions or ("Before: source motion in the edited scene", "After: adapted")
+    for action, tag, text in ((source, "before", captions[0]), (adapted, "after", captions[1])):
         adapter.assign_action(arm, action)
         arm.animation_data.action_slot = action.slots[0]
         scene.frame_set(frame)
@@ -271,9 +275,21 @@ def render_before_after(scene, arm, source, adapted, frame, path):
     arm.animation_data.action_slot = adapted.slots[0]
 
 
-def run(out_dir, frames=150):
-    """The main job on the generated scene; writes demo.blend, report.json, before_after.png."""
+#: ``demo --scene`` choices.
+SCENES = ("bridge", "stones")
+
+
+def run(out_dir, frames=150, scene_name="bridge"):
+    """The main job on a generated scene; writes demo.blend, report.json, before_after.png.
+
+    scene_name : "bridge" (a walk over a bridge that sags, under a beam that is lowered) or
+        "stones" (a walk over stepping stones, one of which is moved a metre sideways after
+        binding: the foot that stood on it is re-positioned onto another surface)."""
+    if scene_name not in SCENES:
+        raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
+    if scene_name == "stones":
+        return _run_stones(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     if not hasattr(bpy.types.Scene, "reldesc"):
         from . import properties
@@ -291,6 +307,36 @@ def run(out_dir, frames=150):
     frame = int(np.argmin(np.abs(head[:, 0] - BEAM_X))) + 1
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"))
     report = dict(bake_report, bind=bind_report, render_frame=frame)
+    with open(os.path.join(out_dir, "report.json"), "w") as fh:
+        json.dump(report, fh, indent=1)
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    return report
+
+
+def _run_stones(out_dir, frames=120):
+    """Stepping stones: bind, move the stone under the left foot's second step 1 m sideways,
+    bake with contact re-positioning, render the middle of that step before and after."""
+    scene, arm, env, stones = build_stones_scene(frames)
+    if not hasattr(bpy.types.Scene, "reldesc"):
+        from . import properties
+        properties.register()
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+    bind_report = jobs.bind_job(scene, arm, env.name)
+    rows, _ = jobs.contacts_job(scene, arm)
+    row = next(r for r in rows if r["effector"] == "LeftFoot" and r["start"] > 30)
+    where = np.array(row["position"])
+    stone = min(stones, key=lambda ob: np.linalg.norm(np.array(ob.location)[:2] - where[:2]))
+    stone.location.y += 1.0
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    frame = (row["start"] + row["end"]) // 2
+    view = ((where[0] + 0.4, where[1] - 6.2, 2.3), (np.radians(73), 0.0, np.radians(4)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: stone moved, foot on air", "After: foot re-positioned"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="stones", moved_stone=stone.name)
     with open(os.path.join(out_dir, "report.json"), "w") as fh:
         json.dump(report, fh, indent=1)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))

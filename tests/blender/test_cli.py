@@ -91,3 +91,15 @@ def test_demo_writes_the_blend_the_report_and_the_picture(tmp_path):
     png = (out / "before_after.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert (out / "demo.blend").stat().st_size > 100_000
+
+
+def test_demo_of_the_stepping_stones_repositions_the_foot_on_the_moved_stone(tmp_path):
+    out = tmp_path / "stones"
+    r = run("demo", "--scene", "stones", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "stones" and report["moved_stone"].startswith("Stone.")
+    moved = [c for c in report["contacts"] if c["status"] == "repositioned" and c["effector"] == "LeftFoot"]
+    assert len(moved) == 1 and moved[0]["new_surface"] != report["moved_stone"]
+    assert report["contact_counts"]["unresolved"] == 0
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

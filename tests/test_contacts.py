@@ -328,3 +328,30 @@ def test_a_contact_is_judged_by_its_own_limb_and_the_trunk(stones, where, invali
     _, outcomes = adapt_with_contacts(binding, scene.with_vertices(v), reposition=False, phases=phases)
     got = next(o for o in outcomes if o.phase is ph)
     assert (got.status, got.reason) == (("unresolved", "collision") if invalid else ("valid", None))
+
+
+def test_support_hull_distance_agrees_with_qhull():
+    # The balance test's distance from the centre of mass to the hull of a few support points
+    # (monotone chain) against Qhull and a point-in-triangle test, with duplicate and
+    # collinear points.
+    from scipy.spatial import ConvexHull, Delaunay
+    from blender_reldesc.core.contacts.repositioning import _hull_distance
+    rng = np.random.default_rng(8)
+    for trial in range(400):
+        n = int(rng.integers(1, 9))
+        pts = rng.normal(size=(n, 2))
+        if trial % 7 == 0 and n >= 2:
+            pts[1] = pts[0]
+        if trial % 11 == 0 and n >= 3:
+            pts[:, 1] = 2 * pts[:, 0]
+        q = 1.5 * rng.normal(size=2)
+        u = np.unique(pts, axis=0)
+        poly = u
+        inside = False
+        if len(u) >= 3 and np.linalg.matrix_rank(u[1:] - u[0]) == 2:
+            poly = u[ConvexHull(u).vertices]
+            inside = Delaunay(poly).find_simplex(q) >= 0
+        near = min([np.linalg.norm(q - poly[0])] + [
+            np.linalg.norm(q - (a + np.clip(np.dot(q - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a)))
+            for a in poly for b in poly if np.any(a != b)])
+        assert abs(_hull_distance(pts, q) - (0.0 if inside else near)) < 1e-8      # points rounded to 1e-9

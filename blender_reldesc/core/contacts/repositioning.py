@@ -275,29 +275,36 @@ def _reach(limb, lengths, f):
 
 
 def _hull_distance(points2d, q):
-    """Distance from q to the convex hull of 2-D points (0 inside)."""
-    pts = np.unique(np.round(points2d, 9), axis=0)
+    """Distance from q to the convex hull of 2-D points (0 inside).
+
+    The hull by Andrew's monotone chain (a handful of support points: far cheaper than
+    Qhull's set-up), then the distance to its edges when q is outside."""
+    pts = sorted(set(map(tuple, np.round(np.asarray(points2d, float), 9).tolist())))
+    q = np.asarray(q, float)
     if len(pts) == 1:
         return float(np.linalg.norm(q - pts[0]))
-    if len(pts) >= 3:
-        from scipy.spatial import ConvexHull, QhullError
-        try:
-            hull = ConvexHull(pts)
-            eq = hull.equations                                     # a.x + b <= 0 inside
-            if np.all(eq[:, :2] @ q + eq[:, 2] <= 1e-12):
-                return 0.0
-            pts = pts[hull.vertices]
-            segs = [(pts[i], pts[(i + 1) % len(pts)]) for i in range(len(pts))]
-        except QhullError:
-            segs = [(pts[i], pts[j]) for i in range(len(pts)) for j in range(i + 1, len(pts))]
-    else:
-        segs = [(pts[0], pts[1])]
-    best = np.inf
-    for a, b in segs:
-        ab = b - a
-        t = np.clip(np.dot(q - a, ab) / max(np.dot(ab, ab), 1e-300), 0, 1)
-        best = min(best, float(np.linalg.norm(q - (a + t * ab))))
-    return best
+
+    def turn(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower, upper = [], []
+    for p in pts:
+        while len(lower) >= 2 and turn(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    for p in reversed(pts):
+        while len(upper) >= 2 and turn(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    hull = np.array(lower[:-1] + upper[:-1])                       # counter-clockwise
+    a, b = hull, np.roll(hull, -1, axis=0)
+    if len(hull) >= 3:
+        cross = (b[:, 0] - a[:, 0]) * (q[1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (q[0] - a[:, 0])
+        if np.all(cross >= -1e-12):
+            return 0.0
+    ab = b - a
+    t = np.clip(np.einsum("kd,kd->k", q - a, ab) / np.maximum(np.einsum("kd,kd->k", ab, ab), 1e-300), 0.0, 1.0)
+    return float(np.linalg.norm(q - (a + t[:, None] * ab), axis=1).min())
 
 
 def _plane_basis(up):

@@ -243,21 +243,31 @@ def test_a_hand_hovering_above_a_table_is_not_a_contact(gap, touches):
     assert {"LeftFoot", "RightFoot"} & names or {"LeftToe", "RightToe"} & names
 
 
+def _with_a_far_box(stones, size):
+    """The stones scene with a box far off the path when bound: ``(binding, phases, move_box)``,
+    ``move_box(centre)`` giving the scene with the box moved to ``centre``."""
+    skel, motion, mesh, _, _ = stones
+    far = np.array([0.0, 6.0, 0.4])
+    verts, tris, _ = S.merge((mesh.vertices, mesh.triangles), S.box(tuple(far), size, subdivisions=2))
+    scene = TriMesh(verts, tris)
+    binding = bind(skel, motion, scene)
+
+    def move_box(centre):
+        v = verts.copy()
+        v[len(mesh.vertices):] += np.asarray(centre) - far
+        return scene.with_vertices(v)
+    return binding, detect_contacts(binding), move_box
+
+
 def test_a_contact_held_in_place_that_still_collides_is_not_reported_valid(stones):
     # A box (far away when bound) moved into the shin of a standing leg: its surface did not
     # move, so re-positioning holds the contact where it was, but the leg still goes through
     # the box; it is reported as it is, unresolved (collision), with or without re-positioning.
     skel, motion, mesh, stone_list, _ = stones
-    box = S.box((0.0, 6.0, 0.4), (0.5, 0.5, 0.12), subdivisions=2)
-    verts, tris, _ = S.merge((mesh.vertices, mesh.triangles), box)
-    scene = TriMesh(verts, tris)
-    binding = bind(skel, motion, scene)
-    phases = detect_contacts(binding)
+    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.12))
     ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
     knee, ankle = motion[ph.middle, ph.limb.chain[-2]], motion[ph.middle, ph.effector]
-    v = verts.copy()
-    v[len(mesh.vertices):] += 0.5 * (knee + ankle) - np.array([0.0, 6.0, 0.4])
-    deformed = scene.with_vertices(v)
+    deformed = move_box(0.5 * (knee + ankle))
     for reposition in (False, True):
         _, outcomes = adapt_with_contacts(binding, deformed, reposition=reposition, phases=phases)
         got = next(o for o in outcomes if o.phase is ph)
@@ -312,20 +322,14 @@ def test_a_contact_is_judged_by_its_own_limb_and_the_trunk(stones, where, invali
     # A box moved into the swinging right shin during a left-foot contact does not make that
     # contact invalid (the right leg is judged by its own contacts); into the hips it does.
     skel, motion, mesh, stone_list, _ = stones
-    box = S.box((0.0, 6.0, 0.4), (0.3, 0.3, 0.12), subdivisions=2)
-    verts, tris, _ = S.merge((mesh.vertices, mesh.triangles), box)
-    scene = TriMesh(verts, tris)
-    binding = bind(skel, motion, scene)
-    phases = detect_contacts(binding)
+    binding, phases, move_box = _with_a_far_box(stones, (0.3, 0.3, 0.12))
     ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6 and
               not any(q.name == "RightFoot" and q.start <= p.middle <= q.end for q in phases))
     if where == "hips":
         at = motion[ph.middle, skel.index("Hips")]
     else:
         at = 0.5 * (motion[ph.middle, skel.index("RightLeg")] + motion[ph.middle, skel.index("RightFoot")])
-    v = verts.copy()
-    v[len(mesh.vertices):] += at - np.array([0.0, 6.0, 0.4])
-    _, outcomes = adapt_with_contacts(binding, scene.with_vertices(v), reposition=False, phases=phases)
+    _, outcomes = adapt_with_contacts(binding, move_box(at), reposition=False, phases=phases)
     got = next(o for o in outcomes if o.phase is ph)
     assert (got.status, got.reason) == (("unresolved", "collision") if invalid else ("valid", None))
 

@@ -23,7 +23,6 @@ root bone that starts well below the hips (a root on the floor).
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 

@@ -72,7 +72,7 @@ class Binding:
     settings: dict = field(default_factory=dict)
     _coefficients: object = field(default=None, repr=False, compare=False)
     #: What is learnt from the motion once: hinges and bend limits per set of hinge overrides (see
-    #: ``Rig``), segment masses (``contacts.balance``).
+    #: ``Rig``), segment masses and limb bones (``contacts``).
     _joint_models: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property

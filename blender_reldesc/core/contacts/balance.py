@@ -23,7 +23,6 @@ root bone that starts well below the hips (a root on the floor).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..skeleton.joints import limb_effectors

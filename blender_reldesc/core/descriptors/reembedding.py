@@ -62,8 +62,9 @@ _ANCHOR = 1e-9
 
 @dataclass
 class Embedding:
-    """New origins ``points (n,3)`` and rotations ``rotations (n,3,3)`` of the descriptors
-    ``index (n,)``; ``energy`` is E_J after each iteration (after the rotations are projected)."""
+    """New origins ``points (n,3)`` and rotations ``rotations (n,3,3)`` of the n descriptors
+    given to ``reembed`` (``index``: 0..n-1, positions in those arrays, not the binding's
+    descriptor ids); ``energy`` is E_J after each iteration (after the rotations are projected)."""
 
     index: np.ndarray
     points: np.ndarray

@@ -146,3 +146,44 @@ def test_batched_solve_matches_on_rigs_of_other_conventions(convention):
     H = binding.body_height
     assert np.abs(seq.positions - motion).max() > 0.05 * H                   # it ducks
     assert np.abs(bat.positions - seq.positions).max() <= 1e-5 * H
+
+
+def _stone_moved_far():
+    skel, motion, verts, tris, stones = S.stepping_stones(120)
+    mesh = TriMesh(verts, tris)
+    v = verts.copy()
+    a, b, _ = stones[1]
+    v[a:b] += [0.0, 1.0, 0.0]                      # the stone under the right foot's first step
+    return skel, motion, mesh, mesh.with_vertices(v)
+
+
+def test_targets_that_jump_where_the_source_does_not_are_eased():
+    # A stone moved a metre grabs the toe that steps towards its old place and lets it go:
+    # its target jumped 0.44 m in a frame. Eased (smooth_jumps), no joint steps farther than
+    # 1.2x the source's largest step; without the guard it did.
+    from blender_reldesc.core.adaptation import smooth_jumps
+    skel, motion, mesh, moved = _stone_moved_far()
+    binding = bind(skel, motion, mesh)
+    step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
+    raw = adapt(binding, moved, solver_options={"jump_guard": False})
+    eased = adapt(binding, moved)
+    assert step(raw.targets) > 1.5 * step(motion)
+    assert step(eased.targets) <= 1.2 * step(motion) and step(eased.positions) <= 1.2 * step(motion)
+    # Where nothing jumps nothing changes, and easing commutes with a rigid move of everything.
+    top = step(motion)
+    np.testing.assert_array_equal(smooth_jumps(motion, motion + 0.1, top), motion + 0.1)
+    R = random_rotation(np.random.default_rng(2))
+    np.testing.assert_allclose(smooth_jumps(motion @ R.T, raw.targets @ R.T + 1.0, top),
+                               smooth_jumps(motion, raw.targets, top) @ R.T + 1.0, atol=1e-12)
+
+
+def test_live_preview_eases_jumps_as_the_bake_does():
+    # The live preview evaluates the targets within JUMP_REACH frames of the one it shows and
+    # eases them together: playing forward it gives what adapt gives, jumps included.
+    from blender_reldesc.core import LiveSession
+    skel, motion, mesh, moved = _stone_moved_far()
+    binding = bind(skel, motion, mesh)
+    full = adapt(binding, moved, solver_options={"segments": 0})
+    live = LiveSession(binding)
+    for f in range(40):
+        np.testing.assert_allclose(live.pose(f, moved.vertices), full.positions[f], atol=1e-9)

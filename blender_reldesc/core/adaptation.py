@@ -122,6 +122,52 @@ def descriptor_influence(binding, vertex_influence):
     return influence
 
 
+#: ``smooth_jumps``: a target step counts as a jump when it is longer than the source's step
+#: by more than this fraction of the source's largest step (over all joints and frames)...
+JUMP_FRACTION = 0.25
+#: ...and is eased over a Gaussian of this many frames (sigma) around it...
+JUMP_SIGMA = 3.0
+#: ...whose support (``scipy.ndimage`` truncates at 4 sigma) is this many frames either side:
+#: a frame's eased target depends on the raw targets this far away at most.
+JUMP_REACH = int(4 * JUMP_SIGMA + 0.5) + 1
+
+
+def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA):
+    """(n,J,3) ``targets`` of consecutive frames with their jumps eased.
+
+    Where a joint's target moves in one frame farther than its source did, by more than
+    ``fraction`` of ``top`` (the source's largest step), its target is blended, over a
+    Gaussian window around those frames, into its Gaussian-smoothed version. A surface moved far drags the joints that pass near it through
+    its descriptors and lets go of them as they move away: on a real walk a hand passing
+    70 cm above a stone moved a metre had its target jump 0.55 m in one frame (the source's
+    hand moved 0.2 m). Steps the source takes are left alone, so an undeformed scene, a rigid
+    move of the environment (steps keep their length) and smooth edits are exactly as before.
+    A frame's result depends on the targets within ``JUMP_REACH`` frames of it only (the live
+    preview evaluates that window and gets what a bake gets).
+    """
+    from scipy.ndimage import gaussian_filter1d
+    n = len(source)
+    if n < 3 or not np.isfinite(top) or top <= 0:
+        return targets
+    src_step = np.linalg.norm(np.diff(source, axis=0), axis=-1)                # (n-1,J)
+    tgt_step = np.linalg.norm(np.diff(targets, axis=0), axis=-1)
+    jump = np.nan_to_num(tgt_step - src_step, nan=0.0) > fraction * top
+    if not jump.any():
+        return targets
+    mark = np.zeros(targets.shape[:2])
+    mark[1:] += jump
+    mark[:-1] += jump
+    # Peak 1 at a lone jump (a unit impulse smoothed by the Gaussian peaks at 1 / (2.5 sigma)).
+    weight = np.clip(gaussian_filter1d(np.minimum(mark, 1.0), sigma, axis=0, mode="nearest") * 2.5 * sigma,
+                     0.0, 1.0)[..., None]
+    # The targets themselves are smoothed, not their deviation from the source: a Gaussian
+    # filter commutes with rigid motions (its weights sum to 1), so a rigidly moved scene
+    # still moves the eased motion rigidly.
+    finite = np.isfinite(targets)
+    smooth = gaussian_filter1d(np.where(finite, targets, 0.0), sigma, axis=0, mode="nearest")
+    return np.where(finite, targets + weight * (smooth - targets), targets)
+
+
 class Rig:
     """What the solver needs that does not depend on the environment.
 
@@ -153,6 +199,10 @@ class Rig:
         self.solver_options = dict(solver_options or {})
         # Ducking (on by default; ``share_compression=False`` gives the descriptors' targets alone).
         self.share_compression = bool(self.solver_options.pop("share_compression", True))
+        # Targets that jump where the source does not are eased (``smooth_jumps``; on by default),
+        # on the scale of the source's largest frame-to-frame joint step.
+        self.jump_guard = bool(self.solver_options.pop("jump_guard", True))
+        self.source_step = float(np.linalg.norm(np.diff(motion, axis=0), axis=-1).max()) if F > 1 else 0.0
         self.unbound = {}
 
         # Coincident joints (bones of zero length, e.g. Rigify's pelvis) are glued to their
@@ -223,8 +273,11 @@ class Rig:
             np.maximum.at(out, (slice(None), self.limits.joint), self.limits.violation(positions))
         return out
 
-    def targets(self, mesh, frames=None):
+    def targets(self, mesh, frames=None, guard=True):
         """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.
+
+        guard : ease jumps (``smooth_jumps``) when ``frames`` are consecutive; the live
+            preview asks without and eases a window itself.
 
         A joint with no weighted descriptor follows the body rigidly: the
         best-fit rigid motion of the joints that have targets, applied to its
@@ -261,6 +314,8 @@ class Rig:
                                          hold_hips=bool(has[self.trunk.chain[0]]))
             targets[:, has] = held
         affinity[:, has] = self.override[has]
+        if guard and self.jump_guard and len(frames) > 2 and np.all(np.diff(frames) == 1):
+            targets = smooth_jumps(b.motion[frames], targets, self.source_step)
         return targets, affinity
 
     def _morphology_shift(self, motion, targets, affinity):
@@ -821,6 +876,7 @@ class LiveSession:
         self.collisions = collisions
         self._sigs = {}
         self._solved = {}
+        self._raw = {}          # targets and affinities of the frames seen, before easing jumps
         self._warper = None
         self._env = None
         self.exact_hits = 0
@@ -835,17 +891,20 @@ class LiveSession:
                 return last
             if last is not None:
                 self._solved.clear()
+                self._raw.clear()
             self._sigs = {-1: vertices.copy()}
             return self._sigs[-1]
         sig = hashlib.blake2b(np.ascontiguousarray(vertices).tobytes(), digest_size=16).digest()
         if frame in self._sigs and self._sigs[frame] != sig:
             self._solved.clear()
+            self._raw.clear()
             self._sigs.clear()
         self._sigs[frame] = sig
         return sig
 
     def invalidate(self):
         self._solved.clear()
+        self._raw.clear()
         if self.binding.mesh.animated:
             self._sigs.clear()
 
@@ -887,7 +946,7 @@ class LiveSession:
         warper.collide = collide
         prev = self._solved.get(frame - 1)
         if frame == 0 or prev is not None:
-            targets, affinity = self.rig.targets(mesh, [frame])
+            targets, affinity = self._targets(mesh, np.array([frame]))
             if collide is not None:
                 collide.set_targets([frame], targets)
             if frame == 0:
@@ -898,7 +957,7 @@ class LiveSession:
             return self._keep(frame, p, targets[0])
         start = max(0, frame - self.window)
         frames = np.arange(start, frame + 1)
-        targets, affinity = self.rig.targets(mesh, frames)
+        targets, affinity = self._targets(mesh, frames)
         if collide is not None:
             collide.set_targets(frames, targets)
         p = warper.first(targets[0], targets[0], affinity[0], f=start, max_steps=self.static_steps,
@@ -906,6 +965,25 @@ class LiveSession:
         for i in range(1, len(frames)):
             p = warper.next(int(frames[i]), p, targets[i - 1], targets[i], affinity[i])
         return self._keep(frame, p, targets[-1])
+
+    def _targets(self, mesh, frames):
+        """Targets and affinities of consecutive ``frames`` as ``adapt`` has them: the targets of
+        the frames within ``JUMP_REACH`` of them (cached until the environment changes), with
+        their jumps eased together (``smooth_jumps``)."""
+        rig, b = self.rig, self.binding
+        if not rig.jump_guard:
+            return rig.targets(mesh, frames, guard=False)
+        if not self._raw:
+            F, J = b.motion.shape[:2]
+            self._raw = {"have": np.zeros(F, bool), "t": np.empty((F, J, 3)), "a": np.empty((F, J))}
+        raw = self._raw
+        lo, hi = max(0, int(frames[0]) - JUMP_REACH), min(b.frame_count, int(frames[-1]) + JUMP_REACH + 1)
+        missing = lo + np.flatnonzero(~raw["have"][lo:hi])
+        if missing.size:
+            raw["t"][missing], raw["a"][missing] = rig.targets(mesh, missing, guard=False)
+            raw["have"][missing] = True
+        t = smooth_jumps(b.motion[lo:hi], raw["t"][lo:hi], rig.source_step)
+        return t[frames - lo], raw["a"][frames]
 
     def _keep(self, frame, solved, target):
         """Cache frame's raw solve (the next frame starts from it), its target and its finished

@@ -243,6 +243,8 @@ def world_matrix(ob):
 
 
 def to_world(matrix, points):
+    if np.array_equal(matrix, np.eye(4)):             # a floor at the origin: no product per frame
+        return np.asarray(points, dtype=float)
     return points @ matrix[:3, :3].T + matrix[:3, 3]
 
 

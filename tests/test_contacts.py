@@ -359,3 +359,24 @@ def test_support_hull_distance_agrees_with_qhull():
             np.linalg.norm(q - (a + np.clip(np.dot(q - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a)))
             for a in poly for b in poly if np.any(a != b)])
         assert abs(_hull_distance(pts, q) - (0.0 if inside else near)) < 1e-8      # points rounded to 1e-9
+
+
+def test_candidates_are_bent_and_scored_all_at_once_as_one_by_one():
+    # FABRIK and Eq. 11 over every candidate at once give what they give one candidate at a
+    # time (the profile's J Jᵀ from the Jacobian's columns, as limb_jacobian builds them).
+    from blender_reldesc.core.contacts.repositioning import _floored, fabrik, profile_along
+    rng = np.random.default_rng(9)
+    chain = np.array([[0, 0, 1.0], [0.05, 0, 0.55], [0, 0.02, 0.1], [0.1, 0, 0.05]])
+    lengths = np.linalg.norm(np.diff(chain, axis=0), axis=1)
+    goals = rng.normal(size=(30, 3)) * 0.3 + [0.1, 0.1, 0.2]
+    bent = fabrik(chain, goals, lengths)
+    u = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    normals = rng.normal(size=(30, 3))
+    normals /= np.linalg.norm(normals, axis=1)[:, None]
+    scores = profile_along(bent, u, normals)
+    for c in range(30):
+        np.testing.assert_array_equal(bent[c], fabrik(chain, goals[c], lengths))
+        J = limb_jacobian(bent[c])
+        jjt = J @ J.T
+        sigma = _floored(np.einsum("ik,kl,il->i", u, jjt, u), np.linalg.eigvalsh(jjt).max())
+        np.testing.assert_allclose(scores[c], 0.7 * (u @ normals[c]) / sigma, rtol=1e-12, atol=1e-12)

@@ -163,12 +163,19 @@ def force_profile(chain_positions, normal, friction=FRICTION, axes=None):
 
 def profile_along(chain_positions, u, normal, friction=FRICTION):
     """alpha(q, u_i, friction, n) of Eq. 11: a configuration's capability along given axes
-    (axis lengths floored as in ``force_profile``)."""
-    J = limb_jacobian(chain_positions)
-    jjt = J @ J.T
-    top2 = float(np.linalg.eigvalsh(jjt).max())
-    sigma = np.maximum(_floored(np.einsum("ik,kl,il->i", u, jjt, u), top2), 1e-12)
-    return friction * (u @ normal) / sigma
+    (axis lengths floored as in ``force_profile``). ``chain_positions`` (n,3) and ``normal``
+    (3,) give (3,); (C,n,3) and (C,3), many configurations at once, give (C,3).
+
+    With ball joints J Jᵀ = Σ_k |r_k|² I - r_k r_kᵀ (r_k from joint k to the effector)."""
+    p = np.asarray(chain_positions, float)
+    single = p.ndim == 2
+    P, N = (p[None], np.asarray(normal, float)[None]) if single else (p, np.asarray(normal, float))
+    r = P[:, -1:] - P[:, :-1]                                                  # (C,n-1,3)
+    jjt = (np.einsum("ckd,ckd->c", r, r)[:, None, None] * np.eye(3) - np.einsum("ckd,cke->cde", r, r))
+    top2 = np.linalg.eigvalsh(jjt).max(axis=-1)                                # (C,)
+    sigma = np.maximum(_floored(np.einsum("ik,ckl,il->ci", u, jjt, u), top2[:, None]), 1e-12)
+    out = friction * np.einsum("ik,ck->ci", u, N) / sigma
+    return out[0] if single else out
 
 
 # --- detection (§4.2.2) ------------------------------------------------------------
@@ -462,19 +469,24 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin):
 # --- re-positioning (§5.3) -----------------------------------------------------------
 
 def fabrik(chain, target, lengths, iterations=12):
-    """The chain (n,3) bent so its last point reaches ``target`` with its root fixed."""
-    p = np.array(chain, float)
-    root = p[0].copy()
+    """The chain (n,3) bent so its last point reaches ``target`` (3,) with its root fixed
+    (n,3); with targets (C,3), every bend at once (C,n,3)."""
+    target = np.asarray(target, float)
+    single = target.ndim == 1
+    goal = target[None] if single else target
+    p = np.repeat(np.asarray(chain, float)[None], len(goal), axis=0)
+    root = p[:, 0].copy()
+    n = p.shape[1]
     for _ in range(iterations):
-        p[-1] = target
-        for i in range(len(p) - 2, -1, -1):
-            d = p[i] - p[i + 1]
-            p[i] = p[i + 1] + d * (lengths[i] / max(np.linalg.norm(d), 1e-12))
-        p[0] = root
-        for i in range(1, len(p)):
-            d = p[i] - p[i - 1]
-            p[i] = p[i - 1] + d * (lengths[i - 1] / max(np.linalg.norm(d), 1e-12))
-    return p
+        p[:, -1] = goal
+        for i in range(n - 2, -1, -1):
+            d = p[:, i] - p[:, i + 1]
+            p[:, i] = p[:, i + 1] + d * (lengths[i] / np.maximum(np.linalg.norm(d, axis=-1), 1e-12))[:, None]
+        p[:, 0] = root
+        for i in range(1, n):
+            d = p[:, i] - p[:, i - 1]
+            p[:, i] = p[:, i - 1] + d * (lengths[i - 1] / np.maximum(np.linalg.norm(d, axis=-1), 1e-12))[:, None]
+    return p[0] if single else p
 
 
 def candidate_points(mesh, f, normal, min_cos=0.5, facing=None, with_ids=False):
@@ -587,10 +599,8 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             continue
         seg = lengths[m, limb.chain[1:]]
         chain_m = motion[m, limb.chain] - motion[m, limb.root] + root
-        h1 = np.empty(len(pts))
-        for c in range(len(pts)):
-            bent = fabrik(chain_m, goal[c], seg)
-            h1[c] = float(np.dot(ph.profile, profile_along(bent, ph.axes, nrm[c], friction)))   # Eq. 11
+        bents = fabrik(chain_m, goal, seg)                                    # every candidate at once
+        h1 = profile_along(bents, ph.axes, nrm, friction) @ ph.profile                        # Eq. 11
         frames = np.arange(ph.start, ph.end + 1)
         reaches = np.array([reach(int(f)) for f in frames])
         inside = np.linalg.norm(goal[:, None] - roots[None], axis=-1) <= reaches[None]
@@ -608,7 +618,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         near_orig = np.linalg.norm(pts - ph.position, axis=1)        # where it was in the source
         bucket = np.floor((score.max() - score) / max(0.2 * abs(score.max()), 1e-12))
         for c in np.lexsort((near_orig, bucket)):
-            bent = fabrik(chain_m, goal[c], seg)
+            bent = bents[c]
             if np.any(get(m).closest(_limb_samples(bent, (0.25, 0.5, 0.75, 1.0)))[0] < -margin):   # collision
                 continue
             # The centre of mass of the posture with the limb on the candidate (the limb's

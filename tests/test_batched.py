@@ -187,3 +187,22 @@ def test_live_preview_eases_jumps_as_the_bake_does():
     live = LiveSession(binding)
     for f in range(40):
         np.testing.assert_allclose(live.pose(f, moved.vertices), full.positions[f], atol=1e-9)
+
+
+def test_live_preview_on_an_animated_environment_uses_each_frame_s_own_surfaces():
+    # A floor bound while it rises and edited with a wave that moves: the live preview, given
+    # each frame's vertices as Blender reads them, equals adapt frame for frame (the targets of
+    # neighbouring frames must not be taken from the frame being shown).
+    from blender_reldesc.core import LiveSession
+    skel, motion = S.walk(40)
+    verts, tris = S.grid(8.0, 4.0, 32, 16, origin=(-2.0, -2.0))
+    F = len(motion)
+    rising = np.repeat(verts[None], F, axis=0)
+    rising[..., 2] += 0.002 * np.arange(F)[:, None]
+    binding = bind(skel, motion, TriMesh(rising, tris))
+    wave = rising.copy()
+    wave[..., 2] += 0.08 * np.sin(verts[None, :, 0] - 0.2 * np.arange(F)[:, None])
+    full = adapt(binding, TriMesh(wave, tris), solver_options={"segments": 0})
+    live = LiveSession(binding)
+    for f in range(F):
+        np.testing.assert_allclose(live.pose(f, wave[f]), full.positions[f], atol=1e-9)

@@ -137,13 +137,15 @@ def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA)
 
     Where a joint's target moves in one frame farther than its source did, by more than
     ``fraction`` of ``top`` (the source's largest step), its target is blended, over a
-    Gaussian window around those frames, into its Gaussian-smoothed version. A surface moved far drags the joints that pass near it through
-    its descriptors and lets go of them as they move away: on a real walk a hand passing
+    Gaussian window around those frames, into its Gaussian-smoothed version. A surface moved
+    far drags the joints that pass near it through its descriptors and lets go of them as
+    they move away: on a real walk a hand passing
     70 cm above a stone moved a metre had its target jump 0.55 m in one frame (the source's
     hand moved 0.2 m). Steps the source takes are left alone, so an undeformed scene, a rigid
     move of the environment (steps keep their length) and smooth edits are exactly as before.
     A frame's result depends on the targets within ``JUMP_REACH`` frames of it only (the live
-    preview evaluates that window and gets what a bake gets).
+    preview evaluates that window and gets what a bake gets, except on an animated
+    environment, whose other frames it is not given).
     """
     from scipy.ndimage import gaussian_filter1d
     n = len(source)
@@ -971,7 +973,9 @@ class LiveSession:
         the frames within ``JUMP_REACH`` of them (cached until the environment changes), with
         their jumps eased together (``smooth_jumps``)."""
         rig, b = self.rig, self.binding
-        if not rig.jump_guard:
+        # On an animated environment the preview is given one frame's surfaces at a time: the
+        # neighbours' targets cannot be known, so jumps are not eased here (the bake eases them).
+        if not rig.jump_guard or b.mesh.animated:
             return rig.targets(mesh, frames, guard=False)
         if not self._raw:
             F, J = b.motion.shape[:2]

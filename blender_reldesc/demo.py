@@ -275,6 +275,23 @@ def render_before_after(scene, arm, source, adapted, frame, path, view=None, cap
     arm.animation_data.action_slot = adapted.slots[0]
 
 
+def _bind(scene, arm, env):
+    """Point the scene's settings at the walker and its environment, bind; the bind report."""
+    if not hasattr(bpy.types.Scene, "reldesc"):
+        from . import properties
+        properties.register()
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+    return jobs.bind_job(scene, arm, env.name)
+
+
+def _write(out_dir, report):
+    """report.json and demo.blend in ``out_dir``; returns the report."""
+    with open(os.path.join(out_dir, "report.json"), "w") as fh:
+        json.dump(report, fh, indent=1)
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    return report
+
+
 #: ``demo --scene`` choices.
 SCENES = ("bridge", "stones")
 
@@ -291,11 +308,7 @@ def run(out_dir, frames=150, scene_name="bridge"):
     if scene_name == "stones":
         return _run_stones(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
-    if not hasattr(bpy.types.Scene, "reldesc"):
-        from . import properties
-        properties.register()
-    scene.reldesc.armature, scene.reldesc.environment = arm, env
-    bind_report = jobs.bind_job(scene, arm, env.name)
+    bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
     lower_beam(beam)
     bake_report = jobs.bake_job(scene, arm)
@@ -307,21 +320,14 @@ def run(out_dir, frames=150, scene_name="bridge"):
     frame = int(np.argmin(np.abs(head[:, 0] - BEAM_X))) + 1
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"))
     report = dict(bake_report, bind=bind_report, render_frame=frame)
-    with open(os.path.join(out_dir, "report.json"), "w") as fh:
-        json.dump(report, fh, indent=1)
-    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
-    return report
+    return _write(out_dir, report)
 
 
 def _run_stones(out_dir, frames=120):
     """Stepping stones: bind, move the stone under the left foot's second step 1 m sideways,
     bake with contact re-positioning, render the middle of that step before and after."""
     scene, arm, env, stones = build_stones_scene(frames)
-    if not hasattr(bpy.types.Scene, "reldesc"):
-        from . import properties
-        properties.register()
-    scene.reldesc.armature, scene.reldesc.environment = arm, env
-    bind_report = jobs.bind_job(scene, arm, env.name)
+    bind_report = _bind(scene, arm, env)
     rows, _ = jobs.contacts_job(scene, arm)
     row = next(r for r in rows if r["effector"] == "LeftFoot" and r["start"] > 30)
     where = np.array(row["position"])
@@ -337,7 +343,4 @@ def _run_stones(out_dir, frames=120):
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
                         ("Before: stone moved, foot on air", "After: foot re-positioned"))
     report = dict(bake_report, bind=bind_report, render_frame=frame, scene="stones", moved_stone=stone.name)
-    with open(os.path.join(out_dir, "report.json"), "w") as fh:
-        json.dump(report, fh, indent=1)
-    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
-    return report
+    return _write(out_dir, report)

@@ -14,11 +14,12 @@ environment deformation* (Eurographics 2016). What this module implements:
   limb's workspace, approximated by the ball of the limb's length around
   its root: the convex hull of all its configurations without joint limits),
   *collision* (points along the bones of the contact's limb and of the trunk
-  inside the environment on any frame of the phase, where the source was not) and *balance* (on every
-  frame of the phase, the centre of mass from segment masses, ``balance``,
-  projected along ``up`` moves outside the support region — the hull of the
-  contacts active at that frame — by more than 0.1 body heights beyond what
-  the source motion did; seated or lying supports are not effectors yet);
+  inside the environment on any frame of the phase, where the source was not)
+  and *balance* (on most frames of the phase, the centre of mass from segment
+  masses, ``balance``, projected along ``up`` lies outside the support region
+  — the hull of the contacts active at that frame — by more than 0.1 body
+  heights beyond what the source motion did; seated or lying supports are not
+  effectors yet);
 - re-positioning (§5.3): candidate points sampled on the edited surfaces with
   a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14,
   h2 the longest reachable run through the middle frame) with the limb bent to
@@ -89,7 +90,6 @@ class ContactPhase:
     profile: np.ndarray            # (3,) force actuation profile, Eq. 8
     axes: np.ndarray               # (3,3) principal axes u_i as rows
     limb: Limb = field(repr=False, default=None)
-    source_inside: np.ndarray = field(repr=False, default=None)   # limb samples already inside, source
 
     @property
     def middle(self):
@@ -270,8 +270,7 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
             corners = mesh_m[binding.mesh.triangles[tri[m, k]]]
             phases.append(ContactPhase(int(limb.effector), sk.names[limb.effector], int(s), int(e),
                                        int(tri[m, k]), bary[m, k].copy(), bary[m, k] @ corners, n.copy(),
-                                       float(d[m]), alpha, u, limb,
-                                       bind_get(m).closest(_limb_samples(motion[m, limb.chain]))[0] < -0.02 * H))
+                                       float(d[m]), alpha, u, limb))
     return phases
 
 
@@ -384,8 +383,8 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         if np.any(np.linalg.norm(p + n * ph.clearance - positions[frames, limb.root], axis=-1) > reach + eps0):
             out.append((False, "unreachable"))
             continue
-        # Collision: any bone of the body (three points along each) inside the environment
-        # on any frame of the phase, where the source was not inside the bind-time one.
+        # Collision: a bone of the contact's limb or of the trunk (three points along each)
+        # inside the environment on any frame of the phase, where the source was not.
         if new_hit[np.ix_(frames, _judged_bones(binding, ph))].any():
             out.append((False, "collision"))
             continue

@@ -15,7 +15,7 @@ frame F = [n t b] is orthonormal, so (α, β, γ) = Fᵀ (p_j - d_i) and Eq. 2 i
 
 one sparse product of the weights with 13 numbers per descriptor (A_i, the
 offset, and 1 for the weights' sum), then a 3x3 map per (frame, joint). The
-result is Eq. 2 exactly; it needs 8 bytes an entry instead of 38, and an
+result is Eq. 2 exactly; it needs 10 bytes an entry instead of 38, and an
 undeformed or rigidly moved environment gives A_i the same rotation for every
 descriptor, so the source motion comes back exactly whatever the weights'
 precision.
@@ -40,9 +40,9 @@ SHORT_SPAN = 16
 _DENSE_BUDGET = 2_000_000
 #: Frames per chunk on a static mesh: short, so each joint's box (``_culled``) stays small.
 CULL_FRAMES = 16
-#: Entries of the coefficient table kept in memory (8 bytes each: 400 MB). The 3945-frame
-#: real walk over a floor needs 37-42 M, so re-bakes of clips that long compute nothing
-#: again; longer clips recompute the blocks past it.
+#: Entries of the coefficient table kept in memory (10 bytes each: descriptor, weight and
+#: proximity; 500 MB). The 3945-frame real walk over a floor needs 37-42 M, so re-bakes of
+#: clips that long compute nothing again; longer clips recompute the blocks past it.
 CACHE_ENTRIES = 50_000_000
 
 
@@ -72,11 +72,6 @@ class Coefficients:
     centre: np.ndarray
 
     @property
-    def empty(self):
-        """(rows,) bool: the (frame, joint) rows with no weighted descriptor."""
-        return self.indptr[1:] == self.indptr[:-1]
-
-    @property
     def frame(self):
         """(K,) absolute frame of each entry (for inspection)."""
         return self.start + np.repeat(np.arange(self.count * self.joints) // self.joints, np.diff(self.indptr))
@@ -85,10 +80,6 @@ class Coefficients:
     def joint(self):
         """(K,) joint of each entry (for inspection)."""
         return np.repeat(np.arange(self.count * self.joints) % self.joints, np.diff(self.indptr))
-
-    @property
-    def nbytes(self):
-        return sum(x.nbytes for x in (self.indptr, self.desc, self.weight, self.proximity, self.affinity))
 
 
 def frames_of(mesh, tri, bary, f):

@@ -275,11 +275,13 @@ class Rig:
             np.maximum.at(out, (slice(None), self.limits.joint), self.limits.violation(positions))
         return out
 
-    def targets(self, mesh, frames=None, guard=True):
+    def targets(self, mesh, frames=None, guard=True, replace=None):
         """Targets (n,J,3) and affinities (n,J) on ``mesh``, with fallbacks and overrides.
 
         guard : ease jumps (``smooth_jumps``) when ``frames`` are consecutive; the live
             preview asks without and eases a window itself.
+        replace : descriptors placed by the caller instead of by ``mesh`` (see
+            ``descriptors.weights.reconstruct``; the carpet of ``locomotion`` places them all).
 
         A joint with no weighted descriptor follows the body rigidly: the
         best-fit rigid motion of the joints that have targets, applied to its
@@ -289,7 +291,7 @@ class Rig:
         """
         b = self.binding
         frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
-        targets, affinity = b.targets(mesh, frames, self.influence)
+        targets, affinity = b.targets(mesh, frames, self.influence, replace)
         for e in self.embeddings:                       # moved contacts, eased in and out
             inside = np.isin(frames, e.frames)
             if inside.any():
@@ -377,18 +379,20 @@ class Rig:
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
                       pins=self.pins, collide=collide, **options)
 
-    def finish(self, positions, frames):
+    def finish(self, positions, frames, held=None):
         """Twist limits, then exact bone lengths: each joint moved along its bone, parents first.
 
         The warper leaves a small bone-length error (``bone_length_error``);
         this forward pass removes it so the positions are exactly what forward
         kinematics of the recovered rotations gives, i.e. what a baked action
-        shows. Pinned joints stay where they are pinned.
+        shows. Pinned joints stay where they are pinned (``held`` (n,J) bool: the joints
+        pinned at each row, when the pins are not the rig's own).
         """
         out = np.array(positions, dtype=float)
         sk = self.binding.skeleton
         frames = np.asarray(frames)
-        held = None if self.pins is None else ~np.isnan(self.pins[frames][..., 0])
+        if held is None and self.pins is not None:
+            held = ~np.isnan(self.pins[frames][..., 0])
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
             out = self.twists.limit(sk, out, held)
         bone_of = set(self.bones[:, 1].tolist())

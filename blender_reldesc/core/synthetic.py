@@ -136,6 +136,97 @@ def walk(frames=120, fps=30.0, speed=1.3, stride=1.4, start=(0.0, 0.0), ground=N
     return skel, pos
 
 
+#: (name, parent, rest offset) of the generated quadruped (a dog-sized four-legged rig), metres.
+QUADRUPED = [
+    ("Pelvis", None, (0.0, 0.0, 0.0)),
+    ("Spine", "Pelvis", (0.25, 0.0, 0.02)),
+    ("Chest", "Spine", (0.25, 0.0, 0.0)),
+    ("Neck", "Chest", (0.12, 0.0, 0.12)),
+    ("Head", "Neck", (0.12, 0.0, 0.06)),
+    ("HeadEnd", "Head", (0.16, 0.0, -0.04)),
+    ("Tail", "Pelvis", (-0.18, 0.0, 0.02)),
+    ("TailEnd", "Tail", (-0.22, 0.0, -0.08)),
+]
+for _side, _y in (("Left", 0.09), ("Right", -0.09)):
+    QUADRUPED += [
+        (f"{_side}Thigh", "Pelvis", (0.0, _y, -0.04)),
+        (f"{_side}Shin", f"{_side}Thigh", (0.0, 0.0, -0.24)),
+        (f"{_side}Hock", f"{_side}Shin", (0.0, 0.0, -0.24)),
+        (f"{_side}HindPaw", f"{_side}Hock", (0.06, 0.0, -0.04)),
+        (f"{_side}UpperArm", "Chest", (0.0, _y, -0.06)),
+        (f"{_side}ForeArm", f"{_side}UpperArm", (0.0, 0.0, -0.22)),
+        (f"{_side}Wrist", f"{_side}ForeArm", (0.0, 0.0, -0.22)),
+        (f"{_side}FrontPaw", f"{_side}Wrist", (0.06, 0.0, -0.04)),
+    ]
+PAW_HEIGHT = 0.05      # a hock or wrist above the ground when its paw stands
+
+
+def quadruped():
+    """(Skeleton, rest offsets (J,3)) of the generated 24-joint quadruped."""
+    names = [n for n, _, _ in QUADRUPED]
+    parents = [-1 if p is None else names.index(p) for _, p, _ in QUADRUPED]
+    return Skeleton(names, parents), np.array([o for _, _, o in QUADRUPED], dtype=float)
+
+
+def _two_bone(top, end, l1, l2, forward):
+    """(F,3) middle joint of a two-bone chain from ``top`` to ``end`` (F,3), bent towards
+    ``forward`` (+1: +X, -1: -X) in the sagittal plane; lengths l1, l2 kept exactly."""
+    d = end - top
+    dist = np.clip(np.linalg.norm(d, axis=1), 1e-6, (l1 + l2) * 0.9999)
+    dirn = d / np.linalg.norm(d, axis=1, keepdims=True)
+    a = np.arccos(np.clip((l1 ** 2 + dist ** 2 - l2 ** 2) / (2 * l1 * dist), -1, 1))
+    bend = np.cross(np.array([0.0, 1.0, 0.0]), dirn)
+    bend /= np.linalg.norm(bend, axis=1, keepdims=True)
+    return top + l1 * (np.cos(a)[:, None] * dirn - forward * np.sin(a)[:, None] * bend)
+
+
+def quadruped_walk(frames=120, fps=30.0, speed=0.8, stride=0.7, start=(0.0, 0.0)):
+    """Joint positions (F,J,3) of the quadruped walking along +X on flat ground (z = 0).
+
+    A four-beat walk (left hind, left fore, right hind, right fore a quarter cycle apart),
+    each paw planted for 70 % of the cycle and swung along a raised arc; legs by analytic
+    two-bone IK (hind knees bent forward, elbows back), so bone lengths are exact.
+    """
+    skel, off = quadruped()
+    idx = {n: i for i, n in enumerate(skel.names)}
+    F = frames
+    t = np.arange(F) / fps
+    period = stride / speed
+    pos = np.zeros((F, len(skel), 3))
+    x0, y0 = start
+    bob = 0.01 * np.cos(4 * np.pi * t / period)
+    pelvis = np.stack([x0 + speed * t, np.full(F, y0), np.full(F, 0.50) + bob], axis=1)
+    pos[:, idx["Pelvis"]] = pelvis
+    for name in ("Spine", "Chest", "Neck", "Head", "HeadEnd", "Tail", "TailEnd"):
+        j = idx[name]
+        pos[:, j] = pos[:, skel.parents[j]] + off[j]
+    for side, y, shifts in (("Left", 0.09, (0.0, 0.25)), ("Right", -0.09, (0.5, 0.75))):
+        for part, top_name, bones, shift, forward in (
+                ("Hind", f"{side}Thigh", ("Shin", "Hock", "HindPaw"), shifts[0], 1.0),
+                ("Front", f"{side}UpperArm", ("ForeArm", "Wrist", "FrontPaw"), shifts[1], -1.0)):
+            top = idx[top_name]
+            mid, low, paw = (idx[side + b] for b in bones)
+            pos[:, top] = pos[:, skel.parents[top]] + off[top]
+            phase = (t / period + shift) % 1.0
+            cycle = np.floor(t / period + shift)
+            base = pos[0, top, 0] - x0
+            land = x0 + base + stride * (cycle - shift) + stride * 0.35
+            s = np.clip((phase - 0.7) / 0.3, 0, 1)
+            ease = 0.5 - 0.5 * np.cos(np.pi * s)
+            fx = np.where(phase >= 0.7, land + stride * ease, land)
+            lift = np.where(phase >= 0.7, 0.08 * np.sin(np.pi * s), 0.0)
+            ankle = np.stack([fx, np.full(F, y0 + y), PAW_HEIGHT + lift], axis=1)
+            l1, l2 = np.linalg.norm(off[mid]), np.linalg.norm(off[low])
+            pos[:, mid] = _two_bone(pos[:, top], ankle, l1, l2, forward)
+            pos[:, low] = pos[:, mid] + l2 * _unit_rows(ankle - pos[:, mid])
+            pos[:, paw] = pos[:, low] + off[paw]
+    return skel, pos
+
+
+def _unit_rows(v):
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
 def grid(size_x, size_y, nx, ny, origin=(0.0, 0.0), height=None, z=0.0):
     """A ground grid: vertices (V,3), triangles (T,3) with normals up (+Z).
 

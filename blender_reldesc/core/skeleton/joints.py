@@ -589,8 +589,9 @@ class TwistLimits:
     def limit(self, skeleton, positions, held=None):
         """Turn, in place, the subtrees of joints twisted beyond their range; returns positions.
         ``held`` (n,J) bool: a frame where the subtree holds a pinned joint is left alone."""
+        taus = self.twist(skeleton, positions) if len(self.joints) else None
         for t, (j, p) in enumerate(zip(self.joints.tolist(), self.parents.tolist())):
-            tau = self.twist(skeleton, positions)[:, t]
+            tau = taus[:, t]
             excess = tau - _soft_clip(tau, self.low[t], self.high[t], C.TWIST_SOFT_DEGREES)
             if held is not None:
                 excess[held[:, self.below[t]].any(axis=1)] = 0.0
@@ -605,4 +606,6 @@ class TwistLimits:
             k = axis[:, None]
             v = v * c + np.cross(np.broadcast_to(k, v.shape), v) * s + k * np.einsum("nkd,nkd->nk", np.broadcast_to(k, v.shape), v)[..., None] * (1 - c)
             positions[np.ix_(rows, self.below[t])] = positions[rows, j][:, None] + v
+            if t + 1 < len(self.joints):                  # only the turned rows changed
+                taus[rows] = self.twist(skeleton, positions[rows])
         return positions

@@ -212,22 +212,40 @@ class Warper:
         pushed out through the obstacle's far side and held there for the rest of the clip.
         A start at the targets needs no such first pass.
         """
-        fs = np.array([f])
-        prepared = self._prepare(fs, np.asarray(affinity, float)[None])
+        return self.settle(np.asarray(target, float)[None], np.asarray(start, float)[None],
+                           np.asarray(affinity, float)[None], np.array([f]), max_steps, free_first)[0]
+
+    def settle(self, targets, starts, affinity, fs, max_steps=C.STATIC_MAX_STEPS, free_first=True):
+        """A batch of frames ``fs`` (S,) solved statically from the poses ``starts`` (S,J,3)
+        towards ``targets`` (S,J,3) (``first`` for several characters at once).
+
+        Each pose steps until it settles on its own: a pose that has settled is not stepped
+        again, so a batch gives the poses it would give solved one at a time.
+        """
+        fs = np.asarray(fs, dtype=np.int64)
         tol = C.STATIC_TOLERANCE * self.body_height
-        p = np.array(start, dtype=float)[None]
-        target = np.asarray(target, float)[None]
+        out = np.array(starts, dtype=float)
+        targets = np.asarray(targets, float)
+        affinity = np.asarray(affinity, float)
         stages = (True,) if self.collide is None or not free_first else (False, True)
         for collide in stages:
-            prev = p.copy()
+            live = np.arange(len(fs))
+            p, prev = out.copy(), out.copy()
+            prepared = self._prepare(fs, affinity)
             for _ in range(max_steps):
                 before = p
-                p, prev = self._step(p, prev, target, self.iterations, prepared, collide)
-                if np.max(np.abs(p - before)) < tol:
-                    break
+                p, prev = self._step(p, prev, targets[live], self.iterations, prepared, collide)
+                moving = np.abs(p - before).max(axis=(1, 2)) >= tol
+                if not moving.all():
+                    out[live[~moving]] = p[~moving]
+                    live, p, prev = live[moving], p[moving], prev[moving]
+                    if not live.size:
+                        break
+                    prepared = self._prepare(fs[live], affinity[live])
+            out[live] = p
         if self.hinges is not None:
-            p = self._limit_hinges(p, fs)
-        return self._glue(p)[0]
+            out = self._limit_hinges(out, fs)
+        return self._glue(out)
 
     def next(self, f, previous, target_before, target, affinity):
         """Frame f from the previous frame's result (J,3) and the targets of both frames."""

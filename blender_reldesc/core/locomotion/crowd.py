@@ -1,0 +1,336 @@
+"""Walking carpets: one character or a crowd along paths over a terrain.
+
+``walk`` unrolls each character's carpet along its path and onto the terrain
+(``unroll``), rebuilds every joint's target with Eq. 2 from the unrolled descriptors, holds
+the standing joints where they stand (product improvement: the thesis leaves feet to the
+descriptors, which average the terrain over the weight window, so stance feet float or
+sink on bumps and slide; here each stance is pinned to the terrain at the place its
+carpet puts it, eased in and out), and warps all characters in one batched solve: every
+step of the solver covers every character (the batch axis of ``solvers.Warper``), as the
+thesis' GPU version evaluates every joint of every character at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..adaptation import Rig
+from ..errors import Cancelled, InputError
+from ..geometry import TriMesh
+from ..skeleton.joints import Hinges
+from ..solvers import Warper
+from .carpet import Carpet
+from .unrolling import HEADING_WINDOW, Terrain, check_paths, unroll
+
+#: Frames over which a target eases onto a stance pin before it, and off it after.
+EASE_FRAMES = 6
+#: Constraint sweeps ending each frame of a crowd's solve (``Warper.final_iterations``).
+CROWD_FINAL_ITERATIONS = 3
+#: Turns tighter than this radius (body heights) at the root are reported.
+MIN_TURN_RADIUS = 0.3
+#: Slopes steeper than this (rise over run) along the path are reported.
+MAX_SLOPE = np.tan(np.radians(30.0))
+
+
+@dataclass
+class WalkResult:
+    """What ``walk`` made.
+
+    positions : (C,F,J,3) every character's joints; C = len(paths), F frames.
+    clip_frames : (C,F) the frame of the played clip (``Carpet.extended``) each frame shows.
+    pins : (C,F,J,3) where the standing joints were held, NaN where free.
+    carpets : (C,N,3) each character's unrolled descriptors; stretch : (C,E) each carpet
+        edge's length over its rest length after relaxation.
+    targets : (C,F,J,3) Eq. 2 targets (with the stances eased in).
+    bone_error : (C,F) mean relative bone-length error before the exact-length pass.
+    warnings : list of str, what the method could not do well (sharp turns, steep slopes),
+        naming the character and the frames.
+    seconds : dict, time per stage.
+    """
+
+    positions: np.ndarray
+    clip_frames: np.ndarray
+    pins: np.ndarray
+    carpets: np.ndarray
+    stretch: np.ndarray
+    targets: np.ndarray
+    bone_error: np.ndarray
+    warnings: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+
+
+def lateral_paths(path, count, spacing):
+    """``count`` polylines side by side, ``spacing`` apart across ``path`` (P,3), centred on it
+    (a crowd walking one path). Heights are the path's own."""
+    p = np.asarray(path, dtype=float)
+    count = int(count)
+    if count < 1:
+        raise InputError(f"the crowd needs at least one character, got {count}")
+    if not np.isfinite(spacing):
+        raise InputError("spacing must be a finite distance")
+    d = np.gradient(p[:, :2], axis=0)
+    n = np.stack([-d[:, 1], d[:, 0]], axis=1)
+    n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+    out = []
+    for k in range(count):
+        off = (k - 0.5 * (count - 1)) * float(spacing)
+        q = p.copy()
+        q[:, :2] += off * n
+        out.append(q)
+    return out
+
+
+def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, hold_stances=True,
+         progress=None, solver_options=None):
+    """Walk the carpet's clip along each path over the terrain.
+
+    Parameters
+    ----------
+    carpet : Carpet from ``bind_carpet``.
+    paths : list of (P,3) polylines, one per character (or ``unroll.Path``). A path's
+        height chooses the level where the terrain has several (a bridge over a valley).
+    terrain : TriMesh (static).
+    time_offsets : None or (C,) frames of the clip each character starts at (rounded), so a
+        crowd does not step in unison.
+    frames : frames to make (default: as many as the shortest path takes at the clip's speed;
+        a longer walk goes on straight past the ends of the shorter paths).
+    relax : relax the carpets' footstep spacing (thesis; on by default).
+    hold_stances : pin standing feet on the terrain (product improvement, on by default); off,
+        the feet follow the descriptors alone, as in the thesis.
+    progress : optional callable ``(done, total)``; returning False cancels (``Cancelled``).
+    solver_options : optional dict of ``solvers.Warper`` settings. By default a crowd ends each
+        frame with ``CROWD_FINAL_ITERATIONS`` constraint sweeps instead of the clip solver's 12:
+        the exact-length pass after the solve removes what they leave.
+
+    Returns
+    -------
+    WalkResult, positions (C, frames, J, 3).
+    """
+    t0 = time.perf_counter()
+    if not isinstance(carpet, Carpet):
+        raise InputError("carpet must be a Carpet from bind_carpet()")
+    if not isinstance(terrain, TriMesh):
+        raise InputError("terrain must be a TriMesh")
+    if terrain.animated:
+        raise InputError("the terrain must be static: give its vertices as (V,3)")
+    ground = Terrain(terrain)
+    paths = check_paths(paths, ground)
+    C = len(paths)
+    offsets = np.zeros(C, np.int64) if time_offsets is None else np.asarray(time_offsets, dtype=float).reshape(-1)
+    if len(offsets) != C:
+        raise InputError(f"time_offsets has {len(offsets)} values for {C} paths: give one per path")
+    if not np.all(np.isfinite(offsets)) or np.any(offsets < 0):
+        raise InputError("time_offsets must be finite frame counts >= 0")
+    offsets = np.round(offsets).astype(np.int64)
+    speed = carpet.speed
+    if frames is None:
+        frames = int(min(p.length for p in paths) / speed) + 1
+    frames = int(frames)
+    if frames < 2:
+        raise InputError(f"the shortest path ({min(p.length for p in paths):.3g}) is shorter than one frame of "
+                         f"the walk ({speed:.3g} per frame): draw a longer path")
+    total = int(offsets.max()) + frames
+    laid = carpet.layout(total)
+    binding = laid.binding
+    motion = binding.motion
+    H = carpet.body_height
+    seconds = {"bind": time.perf_counter() - t0}
+
+    t1 = time.perf_counter()
+    starts = motion[offsets, carpet.root, 0]
+    rest = np.linalg.norm(laid.points[laid.edges[:, 1]] - laid.points[laid.edges[:, 0]], axis=1)
+    pos, rot, stretch = unroll(laid.points, paths, starts, ground, H, laid.edges if relax else None, rest)
+    seconds["unroll"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    rig = Rig(binding)
+    J = len(carpet.skeleton)
+    index = np.arange(len(laid.points))
+    clip = offsets[:, None] + np.arange(frames)                                        # (C,F)
+    targets = np.empty((C, frames, J, 3))
+    affinity = np.empty((C, frames, J))
+    pins = np.full((C, frames, J, 3), np.nan)
+    for c in range(C):
+        targets[c], affinity[c] = rig.targets(binding.mesh, clip[c], replace=lambda f, c=c: (index, pos[c], rot[c]))
+    if hold_stances:
+        _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins)
+    seconds["targets"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    options = {"final_iterations": CROWD_FINAL_ITERATIONS}
+    options.update(solver_options or {})
+    solved = solve_crowd(rig, motion, clip, targets, affinity, pins, progress, options)
+    flat = solved.reshape(C * frames, J, 3)
+    bone_error = rig.bone_error(flat, clip.ravel()).reshape(C, frames)
+    positions = rig.finish(flat, clip.ravel(), held=~np.isnan(pins[..., 0]).reshape(C * frames, J)).reshape(solved.shape)
+    seconds["solve"] = time.perf_counter() - t3
+    warnings = _warnings(carpet, motion, clip, paths, starts, ground)
+    seconds["total"] = time.perf_counter() - t0
+    return WalkResult(positions, clip, pins, pos, stretch, targets, bone_error, warnings, seconds)
+
+
+def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solver_options=None):
+    """Warp every character at once: rows of the solver's batch are (character, frame), each
+    row's bone lengths, hinges and limits those of its frame of the played clip ``clip`` (C,F).
+    Returns (C,F,J,3). One character solved alone gives what it gives in the crowd."""
+    C, F = clip.shape
+    rows = clip.ravel()
+    options = dict(solver_options or {})
+    if rig.hinges is not None:
+        h = rig.hinges
+        options["hinges"] = (Hinges(h.triples, h.anchors, h.which, h.normal[rows], h.upper[rows]), motion[rows])
+    if len(rig.limits):
+        options["limits"] = (rig.limits.pairs, rig.limits.min_distance(rig.lengths)[rows])
+    warper = Warper(rig.edges, rig.edge_lengths[rows], rig.binding.body_height, glue=rig.glue,
+                    pins=pins.reshape(C * F, *pins.shape[2:]), **options)
+    at = np.arange(C) * F
+    out = np.empty_like(targets)
+    p = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at)
+    out[:, 0] = p
+    for f in range(1, F):
+        p = warper._advance(at + f, p, targets[:, f - 1], targets[:, f], affinity[:, f])
+        out[:, f] = p
+        if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F - 1) is False:
+            raise Cancelled(f"cancelled at frame {f} of {F}")
+    return out
+
+
+def _foot_anchor(skeleton, standing):
+    """Per standing joint, its topmost ancestor that can stand too (itself if none)."""
+    keep = set(standing.tolist())
+    out = {}
+    for j in standing.tolist():
+        a = j
+        while skeleton.parents[a] >= 0 and int(skeleton.parents[a]) in keep:
+            a = int(skeleton.parents[a])
+        out[j] = a
+    return out
+
+
+def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
+    """Pins (C,F,J,3) of every character's stances, and the targets eased onto them (in place).
+
+    A stance of joint j is carried by the descriptor nearest where its foot (the topmost
+    standing ancestor) stands: the source's position turned and moved with that descriptor,
+    held at its mean over the stance (no slide), on the terrain at the source's height above
+    the ground. A standing joint whose parent is held at the same frame keeps its bone length
+    instead: its offset from the parent is the source's, turned, and tilted to meet the
+    terrain. All characters and stances at once, one depth of the foot at a time.
+    """
+    sk = carpet.skeleton
+    anchor = _foot_anchor(sk, carpet.standing)
+    C, F = clip.shape
+    phases = laid.stances
+    if not phases:
+        return
+    pj = np.array([s.joint for s in phases])
+    p0 = np.array([s.start for s in phases])
+    p1 = np.array([s.stop for s in phases])
+    # The descriptor carrying each stance (the same for every character: canonical).
+    feet = np.array([motion[s.start:s.stop, anchor[s.joint], :2].mean(axis=0) for s in phases])
+    pk = np.argmin(((feet[:, None] - laid.points[None]) ** 2).sum(-1), axis=1)
+    # Stance instances: (character, stance) pairs that overlap the character's frames.
+    first = clip[:, 0]
+    ci, si = np.nonzero((p1[None] > first[:, None]) & (p0[None] < first[:, None] + F))
+    lo = np.maximum(p0[si], first[ci]) - first[ci]
+    hi = np.minimum(p1[si], first[ci] + F) - first[ci]
+    inst, lf = _expand(lo, hi)                                 # entries: (instance, local frame)
+    c, j, k = ci[inst], pj[si[inst]], pk[si[inst]]
+    src = motion[clip[c, lf], j]                                # (n,3) canonical
+    R, d2 = rot[c, k], pos[c, k]
+    d = np.c_[laid.points[k], np.zeros(len(k))]
+    placed = d2 + np.einsum("nij,nj->ni", R, src - d)
+    count = np.bincount(inst, minlength=len(ci))
+    for axis in (0, 1):                                         # held still: no slide at all
+        placed[:, axis] = (np.bincount(inst, weights=placed[:, axis], minlength=len(ci)) / np.maximum(count, 1))[inst]
+    depth = np.zeros(len(sk), np.int64)
+    for q in sk.order.tolist():
+        if q in anchor and anchor[q] != q:
+            depth[q] = depth[sk.parents[q]] + 1
+    for level in range(int(depth[j].max()) + 1 if len(j) else 0):
+        e = np.flatnonzero(depth[j] == level)
+        parent = sk.parents[j[e]]
+        hp = pins[c[e], lf[e], np.maximum(parent, 0)]
+        held = (level > 0) & ~np.isnan(hp[:, 0])
+        h = np.flatnonzero(held)
+        off = np.einsum("nij,nj->ni", R[e[h]], src[e[h]] - motion[clip[c[e[h]], lf[e[h]]], parent[h]])
+        length = np.linalg.norm(off, axis=1)
+        flat = np.maximum(np.linalg.norm(off[:, :2], axis=1), 1e-300)
+        q = placed[e]
+        for _ in range(3 if h.size else 1):        # on the terrain at its own place, bone length kept
+            z, hit = ground.heights(q[:, :2], d2[e, 2] + src[e, 2])
+            q[:, 2] = np.where(hit, z, d2[e, 2]) + src[e, 2]
+            if not h.size:
+                break
+            want = np.clip(q[h, 2] - hp[h, 2], -0.999 * length, 0.999 * length)
+            scale = np.sqrt(np.maximum(length ** 2 - want ** 2, 0.0)) / flat
+            q[h, :2] = hp[h, :2] + off[:, :2] * scale[:, None]
+            q[h, 2] = hp[h, 2] + want
+        placed[e] = q
+        pins[c[e], lf[e], j[e]] = q
+    # Targets ease onto each stance over the frames before it and off it after.
+    ic, ij = ci, pj[si]
+    iR = rot[ic, pk[si]]
+    for edge, direction in ((lo, -1), (hi - 1, 1)):
+        for step in range(1, EASE_FRAMES + 1):
+            f = edge + direction * step
+            ok = (f >= 0) & (f < F)
+            ok[ok] &= np.isnan(pins[ic[ok], f[ok], ij[ok], 0])
+            if not ok.any():
+                continue
+            a, fa, ea, ja = ic[ok], f[ok], edge[ok], ij[ok]
+            w = 1.0 - step / (EASE_FRAMES + 1.0)
+            w = w * w * (3.0 - 2.0 * w)
+            goal = pins[a, ea, ja] + np.einsum("nij,nj->ni", iR[ok], motion[clip[a, fa], ja] - motion[clip[a, ea], ja])
+            targets[a, fa, ja] += w * (goal - targets[a, fa, ja])
+
+
+def _expand(lo, hi):
+    """(instance, frame) of every frame ``lo[i] .. hi[i] - 1`` of every instance i."""
+    n = np.maximum(hi - lo, 0)
+    inst = np.repeat(np.arange(len(lo)), n)
+    frame = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+    return inst, frame
+
+
+def _ranges(frames):
+    """'a-b, c' for sorted frame indices."""
+    if not len(frames):
+        return ""
+    cuts = np.flatnonzero(np.diff(frames) > 1)
+    starts = np.r_[frames[0], frames[cuts + 1]]
+    ends = np.r_[frames[cuts], frames[-1]]
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in zip(starts.tolist(), ends.tolist()))
+
+
+def _warnings(carpet, motion, clip, paths, starts, ground):
+    """Sharp turns and steep slopes under each character's root, by frame."""
+    H = carpet.body_height
+    w = 0.25 * H
+    C, F = clip.shape
+    u = motion[clip, carpet.root, 0] - np.asarray(starts)[:, None]                     # (C,F)
+    ahead = np.stack([p.at(u[c] + w) for c, p in enumerate(paths)])
+    behind = np.stack([p.at(u[c] - w) for c, p in enumerate(paths)])
+    both = np.concatenate([ahead, behind], axis=1).reshape(-1, 3)
+    z, _ = ground.heights(both[:, :2], both[:, 2])
+    z = z.reshape(C, 2, F)
+    slope = np.abs(np.nan_to_num(z[:, 0] - z[:, 1])) / (2 * w)
+    out = []
+    for c, path in enumerate(paths):
+        # The bend of the carpet under the root: its heading (over the unrolling's window)
+        # just ahead of the root against just behind.
+        h = HEADING_WINDOW * H
+        turn = np.angle(np.exp(1j * (path.heading(u[c] + h, h) - path.heading(u[c] - h, h))))
+        radius = 2 * h / np.maximum(np.abs(turn), 1e-12)
+        sharp = np.flatnonzero(radius < MIN_TURN_RADIUS * H)
+        if sharp.size:
+            out.append(f"{path.name}: turn sharper than the walk can follow (radius {radius[sharp].min():.2g}, "
+                       f"under {MIN_TURN_RADIUS * H:.2g}) at frames {_ranges(sharp)}")
+        steep = np.flatnonzero(slope[c] > MAX_SLOPE)
+        if steep.size:
+            out.append(f"{path.name}: slope steeper than 30 degrees ({np.degrees(np.arctan(slope[c].max())):.0f} "
+                       f"degrees) at frames {_ranges(steep)}")
+    return out

@@ -1,0 +1,218 @@
+"""Carpet unrolling (thesis chapter 3): locomotion along paths over terrain, and crowds."""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import InputError, TriMesh
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, lateral_paths, walk
+
+STRAIGHT = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0]])
+
+
+@pytest.fixture(scope="module")
+def carpet():
+    skel, motion = S.walk(150)
+    return bind_carpet(skel, motion)
+
+
+@pytest.fixture(scope="module")
+def flat():
+    return TriMesh(*S.grid(16.0, 10.0, 32, 20, origin=(-3.0, -5.0)))
+
+
+@pytest.fixture(scope="module")
+def hills():
+    return TriMesh(*S.grid(16.0, 10.0, 160, 100, origin=(-3.0, -5.0), height=S.hills(0.15, 3.0)))
+
+
+def _rot_z(degrees):
+    a = np.radians(degrees)
+    return np.array([[np.cos(a), -np.sin(a), 0.0], [np.sin(a), np.cos(a), 0.0], [0.0, 0.0, 1.0]])
+
+
+def _stance_checks(result, terrain, carpet, c=0):
+    """(largest gap of a held joint to the terrain plus its source height, its largest
+    horizontal speed per frame while held)."""
+    P, held = result.positions[c], ~np.isnan(result.pins[c, ..., 0])
+    source = carpet.layout(result.clip_frames.max() + 1).binding.motion[result.clip_frames[c]]
+    ground = Terrain(terrain)
+    gap, slide = 0.0, 0.0
+    for j in carpet.standing.tolist():
+        h = held[:, j]
+        if not h.any():
+            continue
+        z, hit = ground.heights(P[:, j, :2], P[:, j, 2])
+        assert hit[h].all()
+        gap = max(gap, float(np.abs(P[h, j, 2] - z[h] - source[h, j, 2]).max()))
+        both = h[1:] & h[:-1]
+        if both.any():
+            slide = max(slide, float(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both].max()))
+    return gap, slide
+
+
+def test_bind_finds_the_cycle_and_the_feet(carpet):
+    sk = carpet.skeleton
+    a, b = carpet.cycle
+    # The generated walk's cycle is 1.4 m / 1.3 m/s = 32.3 frames; the longest loop is 3 of them.
+    assert abs((b - a) / (1.4 / 1.3 * 30.0) - round((b - a) / (1.4 / 1.3 * 30.0))) < 0.05
+    np.testing.assert_allclose(carpet.speed, 1.3 / 30.0, rtol=2e-3)
+    names = {sk.names[j] for j in carpet.standing}
+    assert {"LeftFoot", "LeftToe", "RightFoot", "RightToe"} <= names
+    assert not names & {"Hips", "LeftLeg", "RightLeg", "LeftHand"}
+    # The played clip is continuous over the seams of the repeated cycle.
+    long = carpet.extended(400)
+    step = np.linalg.norm(np.diff(long, axis=0), axis=-1).max()
+    src = np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
+    assert step <= 1.05 * src
+
+
+def test_flat_straight_path_reproduces_the_clip(carpet, flat):
+    r = walk(carpet, [STRAIGHT], flat, hold_stances=False)
+    played = carpet.extended(r.positions.shape[1])
+    assert np.abs(r.positions[0] - played).max() < 1e-9 * carpet.body_height
+    # Holding the stances still only removes the played clip's own foot drift (its seams).
+    held = walk(carpet, [STRAIGHT], flat)
+    assert np.abs(held.positions[0] - played).max() < 0.01 * carpet.body_height
+    assert held.warnings == []
+
+
+def test_rigid_move_of_terrain_and_path_moves_the_walk_rigidly(carpet, hills):
+    R, t = _rot_z(37.0), np.array([3.0, -2.0, 0.7])
+    a = walk(carpet, [STRAIGHT], hills, time_offsets=[5])
+    moved = TriMesh(hills.vertices @ R.T + t, hills.triangles)
+    b = walk(carpet, [STRAIGHT @ R.T + t], moved, time_offsets=[5])
+    assert np.abs(b.positions[0] - (a.positions[0] @ R.T + t)).max() < 1e-6 * carpet.body_height
+
+
+def test_stance_feet_stand_on_the_terrain_and_do_not_slide(carpet, hills):
+    r = walk(carpet, [STRAIGHT], hills)
+    held = ~np.isnan(r.pins[0, ..., 0])
+    assert held.any(axis=1).mean() > 0.5                 # a walk stands on a foot most of the time
+    gap, slide = _stance_checks(r, hills, carpet)
+    assert gap < 0.01                                    # within 1 cm (plus the source's height)
+    assert slide * 30.0 < 0.01                           # < 1 cm/s at 30 fps
+    # Without holding them, the descriptors alone average the terrain under the feet.
+    loose = walk(carpet, [STRAIGHT], hills, hold_stances=False)
+    assert np.isnan(loose.pins).all()
+    sk = carpet.skeleton
+    bones = np.linalg.norm(r.positions[0][:, 1:] - r.positions[0][:, sk.parents[1:]], axis=-1)
+    src = np.linalg.norm(carpet.motion[0][1:] - carpet.motion[0][sk.parents[1:]], axis=-1)
+    # Exact lengths except where a held toe meets a held foot on a slope.
+    assert np.median(np.abs(bones / src - 1)) < 1e-9 and np.abs(bones / src - 1).max() < 0.02
+    step = np.linalg.norm(np.diff(r.positions[0], axis=0), axis=-1).max()
+    assert step <= 1.3 * np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
+
+
+def test_root_follows_a_turn_of_two_metres(carpet, flat):
+    th = np.linspace(0.0, np.pi, 120)
+    circle = np.c_[2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.zeros_like(th)]
+    r = walk(carpet, [circle], flat)
+    root = r.positions[0][:, carpet.root]
+    off = np.abs(np.hypot(root[:, 0], root[:, 1] - 2.0) - 2.0)
+    assert off.max() < 0.05
+    assert r.positions.shape[1] == int(np.pi * 2.0 / carpet.speed) + 1
+    assert r.warnings == []
+    gap, slide = _stance_checks(r, flat, carpet)
+    assert gap < 0.01 and slide * 30.0 < 0.01
+
+
+def test_spacing_relaxed_within_fifteen_percent_on_a_steep_ramp(carpet):
+    slope = np.tan(np.radians(35.0))
+    ramp = TriMesh(*S.grid(14.0, 6.0, 56, 24, origin=(-2.0, -3.0),
+                           height=lambda x, y: slope * np.clip(x - 2.0, 0.0, None)))
+    path = np.array([[0.0, 0.0, 0.0], [6.0, 0.0, 0.0]])
+    laid = carpet.layout(150)
+    rest = np.linalg.norm(laid.points[laid.edges[:, 1]] - laid.points[laid.edges[:, 0]], axis=1)
+    for relax in (False, True):
+        r = walk(carpet, [path], ramp, relax=relax, frames=150)
+        P = r.carpets[0]
+        ratio = np.linalg.norm(P[laid.edges[:, 1]] - P[laid.edges[:, 0]], axis=1) / rest
+        if relax:
+            assert ratio.min() >= 1.0 - STRETCH - 0.01 and ratio.max() <= 1.0 + STRETCH + 0.01
+            np.testing.assert_allclose(r.stretch[0], ratio)
+        else:
+            assert ratio.max() > 1.2                     # 1 / cos 35° = 1.22 along the slope
+    # The slope is steeper than the method can walk well: the warning names the frames.
+    assert len(r.warnings) == 1 and "slope" in r.warnings[0] and "frames" in r.warnings[0]
+
+
+def test_a_crowd_equals_its_characters_solved_one_by_one(carpet, hills):
+    paths = lateral_paths(STRAIGHT, 3, 1.2)
+    offsets = [0, 11, 23]
+    crowd = walk(carpet, paths, hills, offsets)
+    assert crowd.positions.shape[:2] == (3, int(8.0 / carpet.speed) + 1)
+    for c in range(3):
+        alone = walk(carpet, [paths[c]], hills, [offsets[c]])
+        assert np.abs(alone.positions[0] - crowd.positions[c]).max() < 1e-9
+        np.testing.assert_array_equal(alone.clip_frames[0], crowd.clip_frames[c])
+    # Side by side, 1.2 m apart across the path.
+    lateral = crowd.positions[:, :, carpet.root, 1].mean(axis=1)
+    np.testing.assert_allclose(np.diff(lateral), 1.2, atol=0.05)
+
+
+def test_a_path_on_a_bridge_walks_on_the_bridge(carpet):
+    ground = S.grid(16.0, 10.0, 32, 20, origin=(-3.0, -5.0))
+    deck = S.grid(16.0, 2.0, 32, 4, origin=(-3.0, -1.0), z=1.0)       # over the ground, as long
+    verts, tris, _ = S.merge(ground, deck)
+    scene = TriMesh(verts, tris)
+    low = walk(carpet, [STRAIGHT], scene)
+    high = walk(carpet, [STRAIGHT + [0.0, 0.0, 1.0]], scene)
+    np.testing.assert_allclose(high.positions[0], low.positions[0] + [0.0, 0.0, 1.0], atol=1e-9)
+
+
+def test_quadruped_walks_a_curve_over_hills():
+    skel, motion = S.quadruped_walk(120)
+    carpet = bind_carpet(skel, motion)
+    names = {skel.names[j] for j in carpet.standing}
+    assert {"LeftHindPaw", "RightHindPaw", "LeftFrontPaw", "RightFrontPaw"} <= names
+    terrain = TriMesh(*S.grid(12.0, 10.0, 120, 100, origin=(-2.0, -4.0), height=S.hills(0.1, 2.5)))
+    th = np.linspace(0.0, np.pi / 2, 60)
+    path = np.c_[3.0 * np.sin(th), 3.0 - 3.0 * np.cos(th), np.zeros_like(th)]
+    r = walk(carpet, [path], terrain)
+    gap, slide = _stance_checks(r, terrain, carpet)
+    assert gap < 0.01 and slide * 30.0 < 0.01
+    for paw in ("LeftHindPaw", "RightHindPaw", "LeftFrontPaw", "RightFrontPaw"):
+        assert (~np.isnan(r.pins[0, :, skel.index(paw), 0])).mean() > 0.4
+    root = r.positions[0][:, carpet.root]
+    assert np.abs(np.hypot(root[:, 0], root[:, 1] - 3.0) - 3.0).max() < 0.05
+    bones = np.linalg.norm(r.positions[0][:, 1:] - r.positions[0][:, skel.parents[1:]], axis=-1)
+    src = np.linalg.norm(motion[0][1:] - motion[0][skel.parents[1:]], axis=-1)
+    assert np.abs(bones / src - 1).max() < 0.02
+
+
+def test_sharp_turn_is_reported_with_its_frames(carpet, flat):
+    corner = np.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [2.0, 3.0, 0.0]])
+    r = walk(carpet, [corner], flat)
+    assert len(r.warnings) == 1 and "turn" in r.warnings[0]
+    assert "frames" in r.warnings[0]
+
+
+def test_bad_input(carpet, flat):
+    with pytest.raises(InputError, match="leaves the terrain"):
+        walk(carpet, [np.array([[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]])], flat)
+    with pytest.raises(InputError, match="zero length"):
+        walk(carpet, [np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])], flat)
+    with pytest.raises(InputError, match="no paths"):
+        walk(carpet, [], flat)
+    with pytest.raises(InputError, match="one per path"):
+        walk(carpet, [STRAIGHT], flat, time_offsets=[0, 1])
+    with pytest.raises(InputError, match=">= 0"):
+        walk(carpet, [STRAIGHT], flat, time_offsets=[-3])
+    with pytest.raises(InputError, match="NaN"):
+        walk(carpet, [np.array([[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]])], flat)
+    wall = TriMesh(np.array([[0.0, 0, 0], [1, 0, 0], [1, 0, 1], [0, 0, 1]]), np.array([[0, 1, 2], [0, 2, 3]]))
+    with pytest.raises(InputError, match="vertical"):
+        walk(carpet, [STRAIGHT], wall)
+    with pytest.raises(InputError, match="at least one character"):
+        lateral_paths(STRAIGHT, 0, 1.0)
+    with pytest.raises(InputError, match="shorter than one frame"):
+        walk(carpet, [np.array([[0.0, 0.0, 0.0], [0.01, 0.0, 0.0]])], flat)
+    skel, motion = S.walk(60)
+    standing = np.repeat(motion[:1], 60, axis=0)            # a clip that goes nowhere
+    with pytest.raises(InputError, match="not locomotion"):
+        bind_carpet(skel, standing)
+    with pytest.raises(InputError, match="NaN"):
+        bad = motion.copy()
+        bad[3, 2, 1] = np.nan
+        bind_carpet(skel, bad)

@@ -2,7 +2,7 @@
 
 One parser serves both. Exit codes: 0 success; 1 failure, with one line on
 stderr (missing object, no action, no binding, changed topology...); 2 bad
-usage. Without ``-o`` the input file is saved in place, for bind and bake
+usage. Without ``-o`` the input file is saved in place, for bind, bake and walk
 only, and never after a failure.
 """
 
@@ -63,11 +63,25 @@ def build_parser(blender_command=False):
                    help="key interpolation (default LINEAR)")
     p.add_argument("--target", type=str.lower, choices=("action", "nla"), default="action",
                    help="assign the adapted action (default) or add it as an NLA track above the source")
+    p = sub.add_parser("walk", help="walk an armature's locomotion action along a path over a terrain "
+                                    "(one character per path, or a crowd along one)")
+    p.add_argument("input", metavar="IN.blend", **infile)
+    p.add_argument("--armature", required=True, help="armature object name (its action: a walk or run on flat ground)")
+    p.add_argument("--terrain", required=True, help="collection holding the terrain meshes")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--path", help="path curve object name")
+    group.add_argument("--paths", metavar="COLLECTION", help="collection of path curves, one character each")
+    p.add_argument("--crowd", type=int, default=1, metavar="N", help="characters side by side along --path (default 1)")
+    p.add_argument("--spacing", type=float, default=1.0, metavar="METRES",
+                   help="distance between neighbours of the crowd (default 1)")
+    p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+    p.add_argument("--report", metavar="REPORT.json", help="write timings, warnings and characters as JSON")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
-    p.add_argument("--scene", choices=("bridge", "stones"), default="bridge",
+    p.add_argument("--scene", choices=("bridge", "stones", "crowd"), default="bridge",
                    help="bridge: a walk over a sagging bridge under a lowered beam (default); stones: a stepping "
-                        "stone moved away, the foot re-positioned")
+                        "stone moved away, the foot re-positioned; crowd: a walk on flat ground walked by a crowd "
+                        "along a curve over hills")
     return parser
 
 
@@ -124,7 +138,17 @@ def run(argv, blender_command=False):
         scene = bpy.context.scene
         arm = adapter.get_armature(args.armature)
         warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
-        if args.command == "bind":
+        if args.command == "walk":
+            from . import walking
+            report = walking.walk_job(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
+                                      progress=jobs._print_progress("walk"), warn=warn)
+            print(f"reldesc: walked {len(report['characters'])} character(s) of '{report['source']}' for "
+                  f"{report['frames']} frames into collection '{report['armature']} walk' "
+                  f"(feet standing {100 * report['stance_fraction']:.0f} % of frames)")
+            if args.report:
+                with open(args.report, "w") as fh:
+                    json.dump(report, fh, indent=1)
+        elif args.command == "bind":
             bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
             report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn,
                                    bone_set=bones)

@@ -293,20 +293,23 @@ def _write(out_dir, report):
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones")
+SCENES = ("bridge", "stones", "crowd")
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
     """The main job on a generated scene; writes demo.blend, report.json, before_after.png.
 
-    scene_name : "bridge" (a walk over a bridge that sags, under a beam that is lowered) or
+    scene_name : "bridge" (a walk over a bridge that sags, under a beam that is lowered),
         "stones" (a walk over stepping stones, one of which is moved a metre sideways after
-        binding: the foot that stood on it is re-positioned onto another surface)."""
+        binding: the foot that stood on it is re-positioned onto another surface) or "crowd"
+        (a walk on flat ground, walked by a crowd along a curve over hills)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
     if scene_name == "stones":
         return _run_stones(out_dir)
+    if scene_name == "crowd":
+        return _run_crowd(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -343,4 +346,71 @@ def _run_stones(out_dir, frames=120):
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
                         ("Before: stone moved, foot on air", "After: foot re-positioned"))
     report = dict(bake_report, bind=bind_report, render_frame=frame, scene="stones", moved_stone=stone.name)
+    return _write(out_dir, report)
+
+
+def curve_object(name, points, collection):
+    """A poly curve through ``points`` (P,3), linked into ``collection``."""
+    data = bpy.data.curves.new(name, 'CURVE')
+    data.dimensions = '3D'
+    spline = data.splines.new('POLY')
+    spline.points.add(len(points) - 1)
+    spline.points.foreach_set("co", np.c_[points, np.ones(len(points))].ravel().tolist())
+    ob = bpy.data.objects.new(name, data)
+    collection.objects.link(ob)
+    return ob
+
+
+def build_crowd_scene(frames=150, size=(24.0, 16.0), cells=(240, 160)):
+    """Fresh scene: 'Walker' walking on flat ground (action 'Walk'), a 'Terrain' collection with
+    'Hills' (sculpted-looking ground) and a curve 'Path' across them."""
+    scene, env = _empty_scene(frames)
+    env.name = "Terrain"
+    verts, tris = S.grid(size[0], size[1], *cells, origin=(-4.0, -size[1] / 2), height=S.hills(0.35, 4.0))
+    mesh_object("Hills", verts, tris, env)
+    t = np.linspace(0.0, 1.0, 80)
+    path = np.c_[16.0 * t, 2.5 * np.sin(2.0 * np.pi * t * 0.8), np.zeros_like(t)]
+    curve = curve_object("Path", path, scene.collection)
+    arm = build_armature()
+    animate_walk(arm, frames)
+    scene.frame_set(1)
+    return scene, arm, env, curve
+
+
+def _run_crowd(out_dir, count=9, spacing=0.9):
+    """A crowd of ``count`` walkers along a curve over hills, from one walk on flat ground;
+    renders the middle frame from above the path."""
+    from . import walking
+    scene, arm, env, curve = build_crowd_scene()
+    if not hasattr(bpy.types.Scene, "reldesc"):
+        from . import properties
+        properties.register()
+    add_stick_figure(arm)
+    report = walking.walk_job(scene, arm, env.name, path=curve.name, crowd=count, spacing=spacing)
+    arm.hide_render = True
+    for ob in bpy.data.objects:
+        if ob.parent == arm:
+            ob.hide_render = True
+    curve.hide_render = True
+    frame = report["frame_start"] + report["frames"] // 2
+    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(cam)
+    cam.data.lens = 30
+    cam.location = (8.0, -13.0, 7.5)
+    cam.rotation_euler = (np.radians(62), 0.0, np.radians(8))
+    scene.camera = cam
+    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
+    sun.rotation_euler = (np.radians(45), np.radians(10), np.radians(30))
+    scene.collection.objects.link(sun)
+    world = bpy.data.worlds.new("World")
+    world.color = (0.55, 0.6, 0.68)
+    scene.world = world
+    scene.render.engine = 'CYCLES'
+    scene.cycles.samples = 16
+    scene.cycles.device = 'CPU'
+    scene.render.resolution_x, scene.render.resolution_y = 960, 540
+    scene.render.image_settings.file_format = 'PNG'
+    scene.frame_set(frame)
+    _render(scene, os.path.abspath(os.path.join(out_dir, "crowd.png")))
+    report = dict(report, scene="crowd", render_frame=frame)
     return _write(out_dir, report)

@@ -8,6 +8,10 @@ def _is_armature(self, ob):
     return ob.type == 'ARMATURE'
 
 
+def _is_curve(self, ob):
+    return ob.type == 'CURVE'
+
+
 def _live_changed(self, context):
     from . import live
     live.sync(context.scene)
@@ -80,6 +84,16 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                                                 "as a fraction of body height")
     contact_speed: FloatProperty(name="Contact Speed", default=0.12, min=0.001, max=5.0,
                                  description="Fastest a resting effector may move, as body heights per second")
+    walk_path: PointerProperty(name="Path", type=bpy.types.Object, poll=_is_curve,
+                               description="Curve the characters walk along")
+    walk_paths: PointerProperty(name="Paths", type=bpy.types.Collection,
+                                description="Collection of path curves, one character each (instead of one path)")
+    walk_terrain: PointerProperty(name="Terrain", type=bpy.types.Collection,
+                                  description="Collection holding the terrain meshes walked on")
+    walk_crowd: IntProperty(name="Crowd", default=1, min=1, max=10000,
+                            description="Characters side by side along the one path")
+    walk_spacing: FloatProperty(name="Spacing", default=1.0, min=0.0, unit='LENGTH',
+                                description="Distance between neighbours across the path")
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.

@@ -204,6 +204,24 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
             op.index, op.flag = i, 'ignore'
 
 
+class RELDESC_PT_locomotion(_SubPanel, bpy.types.Panel):
+    bl_label = "Locomotion"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        layout.label(text="The armature's action, walked along a path:")
+        col = layout.column(align=True)
+        col.prop(s, "walk_path")
+        col.prop(s, "walk_paths")
+        col.prop(s, "walk_terrain")
+        row = layout.row(align=True)
+        row.enabled = s.walk_paths is None
+        row.prop(s, "walk_crowd")
+        row.prop(s, "walk_spacing")
+        layout.operator("reldesc.walk", icon='MOD_CURVE')
+
+
 classes = (RELDESC_PT_main, RELDESC_PT_bake_options, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
-           RELDESC_PT_contacts)
+           RELDESC_PT_contacts, RELDESC_PT_locomotion)
 register, unregister = bpy.utils.register_classes_factory(classes)

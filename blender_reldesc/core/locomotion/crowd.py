@@ -217,8 +217,9 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
     standing ancestor) stands: the source's position turned and moved with that descriptor,
     held at its mean over the stance (no slide), on the terrain at the source's height above
     the ground. A standing joint whose parent is held at the same frame keeps its bone length
-    instead: its offset from the parent is the source's, turned, and tilted to meet the
-    terrain. All characters and stances at once, one depth of the foot at a time.
+    instead: it is placed in the vertical plane through the parent and its own still place, at its
+    bone's length from the parent, pitched to meet the terrain, and held at the mean of those
+    places over its stance. All characters and stances at once, one depth of the foot at a time.
     """
     sk = carpet.skeleton
     anchor = _foot_anchor(sk, carpet.standing)
@@ -256,19 +257,37 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
         hp = pins[c[e], lf[e], np.maximum(parent, 0)]
         held = (level > 0) & ~np.isnan(hp[:, 0])
         h = np.flatnonzero(held)
-        off = np.einsum("nij,nj->ni", R[e[h]], src[e[h]] - motion[clip[c[e[h]], lf[e[h]]], parent[h]])
-        length = np.linalg.norm(off, axis=1)
-        flat = np.maximum(np.linalg.norm(off[:, :2], axis=1), 1e-300)
         q = placed[e]
-        for _ in range(3 if h.size else 1):        # on the terrain at its own place, bone length kept
+        z, hit = ground.heights(q[:, :2], d2[e, 2] + src[e, 2])
+        q[:, 2] = np.where(hit, z, d2[e, 2]) + src[e, 2]
+        if h.size:
+            # On the terrain at the source's height, at its bone's length from the held parent,
+            # in the vertical plane of its source offset: the pitch found by bisection.
+            # Towards where it stands still (its mean), not its source offset's turn at each
+            # frame: a rolling foot would drag a held toe round the held heel.
+            length = np.linalg.norm(src[e[h]] - motion[clip[c[e[h]], lf[e[h]]], parent[h]], axis=1)
+            toward = q[h, :2] - hp[h, :2]
+            across = toward / np.maximum(np.linalg.norm(toward, axis=1), 1e-300)[:, None]
+            lo_a, hi_a = np.full(h.size, -0.499 * np.pi), np.full(h.size, 0.499 * np.pi)
+            hz = src[e[h], 2]
+            for _ in range(30):
+                mid = 0.5 * (lo_a + hi_a)
+                xy = hp[h, :2] + across * (length * np.cos(mid))[:, None]
+                z, hit = ground.heights(xy, hp[h, 2])
+                above = hp[h, 2] + length * np.sin(mid) > np.where(hit, z, hp[h, 2]) + hz
+                hi_a, lo_a = np.where(above, mid, hi_a), np.where(above, lo_a, mid)
+            mid = 0.5 * (lo_a + hi_a)
+            q[h, :2] = hp[h, :2] + across * (length * np.cos(mid))[:, None]
+            # Still over its whole stance (no slide): where it stands next to the held parent,
+            # on average; the bone's length then varies by the millimetres the source's heel
+            # rises while both are down.
+            inst_e = inst[e]
+            n = np.bincount(inst_e[h], minlength=len(ci))
+            for axis in (0, 1):
+                mean = np.bincount(inst_e[h], weights=q[h, axis], minlength=len(ci)) / np.maximum(n, 1)
+                q[:, axis] = np.where(n[inst_e] > 0, mean[inst_e], q[:, axis])
             z, hit = ground.heights(q[:, :2], d2[e, 2] + src[e, 2])
             q[:, 2] = np.where(hit, z, d2[e, 2]) + src[e, 2]
-            if not h.size:
-                break
-            want = np.clip(q[h, 2] - hp[h, 2], -0.999 * length, 0.999 * length)
-            scale = np.sqrt(np.maximum(length ** 2 - want ** 2, 0.0)) / flat
-            q[h, :2] = hp[h, :2] + off[:, :2] * scale[:, None]
-            q[h, 2] = hp[h, 2] + want
         placed[e] = q
         pins[c[e], lf[e], j[e]] = q
     # Targets ease onto each stance over the frames before it and off it after.

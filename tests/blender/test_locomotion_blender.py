@@ -1,0 +1,146 @@
+"""Walk along a path (reldesc.walk and the ``walk`` command) on a fresh generated scene."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from blender_reldesc import adapter, demo, walking  # noqa: E402
+from blender_reldesc.core import TriMesh  # noqa: E402
+from blender_reldesc.core.locomotion import Terrain  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def crowd_scene():
+    scene, arm, env, curve = demo.build_crowd_scene(frames=80, size=(14.0, 10.0), cells=(70, 50))
+    # A shorter path: the tests stay quick.
+    bpy.data.objects.remove(curve)
+    t = np.linspace(0.0, 1.0, 30)
+    curve = demo.curve_object("Path", np.c_[5.0 * t, 1.0 * np.sin(np.pi * t), np.zeros_like(t)], scene.collection)
+    s = scene.reldesc
+    s.armature, s.walk_path, s.walk_terrain = arm, curve, env
+    return scene, arm, env, curve
+
+
+def _terrain(env):
+    verts, tris, _ = adapter.read_environment(bpy.context.evaluated_depsgraph_get(),
+                                              adapter.environment_objects(env.name)[0])
+    return Terrain(TriMesh(verts, tris))
+
+
+def _feet(scene, ob, frames, names=("LeftToe", "RightToe")):
+    out = np.empty((len(frames), len(names), 3))
+    for i, f in enumerate(frames):
+        scene.frame_set(int(f))
+        for k, n in enumerate(names):
+            out[i, k] = np.array(ob.matrix_world @ ob.pose.bones[n].head)
+    return out
+
+
+def test_walk_operator_makes_a_crowd_on_the_terrain(crowd_scene):
+    scene, arm, env, curve = crowd_scene
+    source = arm.animation_data.action
+    keys_before = sum(len(fc.keyframe_points) for fc in adapter._fcurves(source))
+    s = scene.reldesc
+    s.walk_crowd, s.walk_spacing = 3, 1.0
+    assert bpy.ops.reldesc.walk() == {'FINISHED'}
+    coll = bpy.data.collections["Walker walk"]
+    chars = sorted(ob.name for ob in coll.objects if ob.type == 'ARMATURE')
+    assert chars == ["Walker.walk.000", "Walker.walk.001", "Walker.walk.002"]
+    # The source armature and its action are untouched.
+    assert arm.animation_data.action == source
+    assert sum(len(fc.keyframe_points) for fc in adapter._fcurves(source)) == keys_before
+    ground = _terrain(env)
+    lateral = []
+    for name in chars:
+        ob = bpy.data.objects[name]
+        action = ob.animation_data.action
+        assert action.name.startswith("Walk.walk.") and action != source
+        assert ob.data == arm.data                       # a linked duplicate
+        lo, hi = action.frame_range
+        frames = np.arange(int(lo), int(hi) + 1, 3)
+        feet = _feet(scene, ob, frames)
+        z, hit = ground.heights(feet[..., :2].reshape(-1, 2), feet[..., 2].reshape(-1))
+        gap = feet[..., 2].reshape(-1) - z
+        assert hit.all()
+        # The toes stand on the terrain (their source height is 2 cm) and never sink into it.
+        assert gap.min() > -0.01 and np.percentile(gap, 10) < 0.04
+        scene.frame_set(int(lo))
+        lateral.append(np.array(ob.matrix_world @ ob.pose.bones["Hips"].head)[:2])
+    # Each starts at its own path's start: side by side, 1 m apart across the path.
+    np.testing.assert_allclose(np.linalg.norm(np.diff(lateral, axis=0), axis=1), 1.0, atol=0.1)
+
+
+def test_walking_again_replaces_the_characters(crowd_scene):
+    scene, arm, env, curve = crowd_scene
+    scene.reldesc.walk_crowd = 2
+    assert bpy.ops.reldesc.walk() == {'FINISHED'}
+    first = {a.name for a in bpy.data.actions}
+    scene.reldesc.walk_crowd = 1
+    assert bpy.ops.reldesc.walk() == {'FINISHED'}
+    assert [ob.name for ob in bpy.data.collections["Walker walk"].objects if ob.type == 'ARMATURE'] == \
+        ["Walker.walk.000"]
+    assert "Walk.walk.001" not in {a.name for a in bpy.data.actions}        # its character is gone
+    assert {a.name for a in bpy.data.actions} <= first
+    assert bpy.data.actions["Walk"].users >= 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(crowd=0), "crowd count is 0"),
+    (dict(path="Nope"), "no object named 'Nope'"),
+    (dict(terrain="Nope"), "no collection named 'Nope'"),
+    (dict(path="Walker"), "a path must be a curve"),
+])
+def test_walk_bad_input_changes_nothing(crowd_scene, change, message):
+    scene, arm, env, curve = crowd_scene
+    objects, actions = len(bpy.data.objects), len(bpy.data.actions)
+    args = dict(path=curve.name, terrain=env.name)
+    args.update(change)
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.reldesc.walk(**args)
+    assert len(bpy.data.objects) == objects and len(bpy.data.actions) == actions
+
+
+def test_path_off_the_terrain_is_refused(crowd_scene):
+    scene, arm, env, curve = crowd_scene
+    far = demo.curve_object("Far", np.array([[0.0, 0.0, 0.0], [40.0, 0.0, 0.0]]), scene.collection)
+    with pytest.raises(RuntimeError, match="leaves the terrain"):
+        bpy.ops.reldesc.walk(path=far.name)
+    assert "Walker walk" not in bpy.data.collections or not bpy.data.collections["Walker walk"].objects
+
+
+def test_walk_command_line(crowd_scene, tmp_path):
+    path = tmp_path / "crowd.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    out, report = tmp_path / "out.blend", tmp_path / "walk.json"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "blender_reldesc", *args], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=300)
+
+    r = run("walk", str(path), "--armature", "Walker", "--path", "Path", "--terrain", "Terrain", "--crowd", "2",
+            "-o", str(out), "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    assert data["characters"] == ["Walker.walk.000", "Walker.walk.001"] and data["frames"] > 30
+    assert out.exists()
+    before = os.path.getmtime(path)
+    base = ["walk", str(path), "--armature", "Walker"]
+    for args, code, message in ((["--path", "Path", "--terrain", "Terrain", "--crowd", "0"], 1, "crowd count is 0"),
+                                (["--path", "Nope", "--terrain", "Terrain"], 1, "no object named 'Nope'"),
+                                (["--path", "Path", "--terrain", "Walker"], 1, "no collection named 'Walker'"),
+                                (["--terrain", "Terrain"], 2, "--path"),
+                                (["--path", "Path", "--paths", "X", "--terrain", "Terrain"], 2, "not allowed")):
+        r = run(*base, *args)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == code and len(lines) == 1 and message in lines[0], r.stderr
+        assert "Traceback" not in r.stderr
+    assert os.path.getmtime(path) == before                  # a failed run never saves

@@ -1,6 +1,7 @@
 """Pose recovery: rotations that carry the original bones onto the adapted ones."""
 
 import numpy as np
+import pytest
 
 from blender_reldesc.core import recover_rotations
 from blender_reldesc.core import synthetic as S
@@ -82,3 +83,24 @@ def test_joints_with_several_children_get_their_own_best_fit_rotation_on_every_c
                 got = np.einsum("fij,fj->fi", aimed[:, j], u[:, k])
                 cos = np.sum(got * v[:, k], 1) / np.linalg.norm(got, axis=1) / np.linalg.norm(v[:, k], axis=1)
                 np.testing.assert_allclose(cos, 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
+def test_twist_on_the_part_of_the_skeleton_equals_the_whole(convention):
+    """``TwistLimits.twist`` recovers rotations on the joints it needs only; the same as on all."""
+    from blender_reldesc.core.skeleton.joints import TwistLimits
+    from blender_reldesc.core.skeleton.rotations import matrix_from_quat, quat_from_matrix
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.posed_motion(sk, off, roles, frames=40, limbs="twisting")
+    limits = TwistLimits.learn(sk, motion, np.zeros(len(sk), bool))
+    moved = motion + np.random.default_rng(3).normal(0.0, 0.02, motion.shape)
+    got = limits.twist(sk, moved)
+    if not len(limits.joints):                      # no joint whose children spread: nothing to twist
+        assert got.shape == (len(moved), 0)
+        return
+    R = matrix_from_quat(recover_rotations(sk, np.broadcast_to(limits.reference, moved.shape), moved))
+    q = quat_from_matrix(np.einsum("fkji,fkjl->fkil", R[:, limits.parents], R[:, limits.joints]))
+    q = np.where(q[..., :1] < 0, -q, q)
+    want = np.degrees(2.0 * np.arctan2(np.einsum("fkd,kd->fk", q[..., 1:], limits.axis), q[..., 0]))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-9)

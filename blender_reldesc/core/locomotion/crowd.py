@@ -29,6 +29,8 @@ from .unrolling import HEADING_WINDOW, Terrain, check_paths, unroll
 EASE_FRAMES = 6
 #: Constraint sweeps ending each frame of a crowd's solve (``Warper.final_iterations``).
 CROWD_FINAL_ITERATIONS = 3
+#: Steps of the pitch of a held toe onto the terrain (exact after one on a plane).
+PITCH_STEPS = 4
 #: Turns tighter than this radius (body heights) at the root are reported.
 MIN_TURN_RADIUS = 0.3
 #: Slopes steeper than this (rise over run) along the path are reported.
@@ -84,7 +86,7 @@ def lateral_paths(path, count, spacing):
 
 
 def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, hold_stances=True,
-         progress=None, solver_options=None):
+         follow_path=True, progress=None, solver_options=None):
     """Walk the carpet's clip along each path over the terrain.
 
     Parameters
@@ -100,6 +102,8 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     relax : relax the carpets' footstep spacing (thesis; on by default).
     hold_stances : pin standing feet on the terrain (product improvement, on by default); off,
         the feet follow the descriptors alone, as in the thesis.
+    follow_path : keep the root on its path (product improvement, on by default; see
+        ``_follow_paths``); off, the root goes where Eq. 2 puts it, as in the thesis.
     progress : optional callable ``(done, total)``; returning False cancels (``Cancelled``).
     solver_options : optional dict of ``solvers.Warper`` settings. By default a crowd ends each
         frame with ``CROWD_FINAL_ITERATIONS`` constraint sweeps instead of the clip solver's 12:
@@ -155,6 +159,8 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     pins = np.full((C, frames, J, 3), np.nan)
     for c in range(C):
         targets[c], affinity[c] = rig.targets(binding.mesh, clip[c], replace=lambda f, c=c: (index, pos[c], rot[c]))
+    if follow_path:
+        _follow_paths(carpet, motion, clip, paths, starts, targets)
     if hold_stances:
         _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins)
     seconds["targets"] = time.perf_counter() - t2
@@ -170,6 +176,23 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     warnings = _warnings(carpet, motion, clip, paths, starts, ground)
     seconds["total"] = time.perf_counter() - t0
     return WalkResult(positions, clip, pins, pos, stretch, targets, bone_error, warnings, seconds)
+
+
+def _follow_paths(carpet, motion, clip, paths, starts, targets):
+    """Shift each frame's targets across the ground so the root's is where the carpet puts the
+    source's root: on its path, at the source's own offset from the clip's line (in place).
+
+    Eq. 2 averages the root over descriptors a metre around it; on a bend their chord pulls
+    it towards the inside (measured: 5 cm on a 2 m radius turn with the generated walk,
+    12 cm with the real one). A straight path or a rigid move leaves the shift 0."""
+    H = carpet.body_height
+    for c, path in enumerate(paths):
+        src = motion[clip[c], carpet.root]
+        u = src[:, 0] - starts[c]
+        centre = path.at(u)
+        yaw = path.heading(u, HEADING_WINDOW * H)
+        want = centre[:, :2] + src[:, 1:2] * np.stack([-np.sin(yaw), np.cos(yaw)], axis=1)
+        targets[c, :, :, :2] += (want - targets[c, :, carpet.root, :2])[:, None]
 
 
 def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solver_options=None):
@@ -244,9 +267,19 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
     R, d2 = rot[c, k], pos[c, k]
     d = np.c_[laid.points[k], np.zeros(len(k))]
     placed = d2 + np.einsum("nij,nj->ni", R, src - d)
-    count = np.bincount(inst, minlength=len(ci))
-    for axis in (0, 1):                                         # held still: no slide at all
-        placed[:, axis] = (np.bincount(inst, weights=placed[:, axis], minlength=len(ci)) / np.maximum(count, 1))[inst]
+    I = len(ci)
+
+    def per_instance(values, rows):
+        """Mean of ``values`` (m,k) over the entries ``rows`` (m,) of each instance; (I,k), and
+        (I,) how many entries each had."""
+        n = np.bincount(inst[rows], minlength=I)
+        out = np.stack([np.bincount(inst[rows], weights=values[:, a], minlength=I) for a in range(values.shape[1])],
+                       axis=1)
+        return out / np.maximum(n, 1)[:, None], n
+
+    # Held still (no slide): one place per stance instance, the mean of the carried source.
+    where, _ = per_instance(placed[:, :2], np.arange(len(inst)))                       # (I,2)
+    level_of = d2[:, 2] - d[:, 2]                                # the descriptor's height: the level to land on
     depth = np.zeros(len(sk), np.int64)
     for q in sk.order.tolist():
         if q in anchor and anchor[q] != q:
@@ -255,39 +288,40 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
         e = np.flatnonzero(depth[j] == level)
         parent = sk.parents[j[e]]
         hp = pins[c[e], lf[e], np.maximum(parent, 0)]
-        held = (level > 0) & ~np.isnan(hp[:, 0])
-        h = np.flatnonzero(held)
-        q = placed[e]
-        z, hit = ground.heights(q[:, :2], d2[e, 2] + src[e, 2])
-        q[:, 2] = np.where(hit, z, d2[e, 2]) + src[e, 2]
+        h = e[~np.isnan(hp[:, 0])] if level > 0 else e[:0]
         if h.size:
-            # On the terrain at the source's height, at its bone's length from the held parent,
-            # in the vertical plane of its source offset: the pitch found by bisection.
-            # Towards where it stands still (its mean), not its source offset's turn at each
-            # frame: a rolling foot would drag a held toe round the held heel.
-            length = np.linalg.norm(src[e[h]] - motion[clip[c[e[h]], lf[e[h]]], parent[h]], axis=1)
-            toward = q[h, :2] - hp[h, :2]
+            # Next to the held parent, on the terrain at the source's height, at its bone's length
+            # from the parent (on average over the frames both are down), towards its own place:
+            # following its source offset's turn instead, a rolling foot would drag a held toe
+            # round the held heel.
+            hp_h = pins[c[h], lf[h], sk.parents[j[h]]]
+            length = np.linalg.norm(src[h] - motion[clip[c[h], lf[h]], sk.parents[j[h]]], axis=1)
+            mean, n = per_instance(np.c_[hp_h, length, src[h, 2]], h)
+            inst_h = np.flatnonzero(n > 0)
+            top, length, hz = mean[inst_h, :3], mean[inst_h, 3], mean[inst_h, 4]
+            toward = where[inst_h] - top[:, :2]
             across = toward / np.maximum(np.linalg.norm(toward, axis=1), 1e-300)[:, None]
-            lo_a, hi_a = np.full(h.size, -0.499 * np.pi), np.full(h.size, 0.499 * np.pi)
-            hz = src[e[h], 2]
-            for _ in range(30):
-                mid = 0.5 * (lo_a + hi_a)
-                xy = hp[h, :2] + across * (length * np.cos(mid))[:, None]
-                z, hit = ground.heights(xy, hp[h, 2])
-                above = hp[h, 2] + length * np.sin(mid) > np.where(hit, z, hp[h, 2]) + hz
-                hi_a, lo_a = np.where(above, mid, hi_a), np.where(above, lo_a, mid)
-            mid = 0.5 * (lo_a + hi_a)
-            q[h, :2] = hp[h, :2] + across * (length * np.cos(mid))[:, None]
-            # Still over its whole stance (no slide): where it stands next to the held parent,
-            # on average; the bone's length then varies by the millimetres the source's heel
-            # rises while both are down.
-            inst_e = inst[e]
-            n = np.bincount(inst_e[h], minlength=len(ci))
-            for axis in (0, 1):
-                mean = np.bincount(inst_e[h], weights=q[h, axis], minlength=len(ci)) / np.maximum(n, 1)
-                q[:, axis] = np.where(n[inst_e] > 0, mean[inst_e], q[:, axis])
-            z, hit = ground.heights(q[:, :2], d2[e, 2] + src[e, 2])
-            q[:, 2] = np.where(hit, z, d2[e, 2]) + src[e, 2]
+            # Newton on the pitch: the terrain taken as the plane of the triangle under the
+            # current guess, where the bone's circle meets it (exact on a plane).
+            theta = np.zeros(len(inst_h))
+            for _ in range(PITCH_STEPS):
+                u = length * np.cos(theta)
+                z, hit, grad = ground.heights(top[:, :2] + across * u[:, None], top[:, 2], gradient=True)
+                z = np.where(hit, z, top[:, 2] - hz)
+                slope = np.einsum("nk,nk->n", grad, across)
+                k = z - slope * u + hz - top[:, 2]
+                scale = length * np.sqrt(1.0 + slope ** 2)
+                theta = np.arctan(slope) + np.arcsin(np.clip(k / np.maximum(scale, 1e-300), -1.0, 1.0))
+                theta = np.clip(theta, -0.499 * np.pi, 0.499 * np.pi)
+            where[inst_h] = top[:, :2] + across * (length * np.cos(theta))[:, None]
+        # Each held place on the terrain, at the source's height above the floor on each frame
+        # (the bone's length then varies by the millimetres a heel rises while both are down).
+        mine = np.unique(inst[e])
+        near, _ = per_instance(level_of[e, None] + src[e, 2:3], e)
+        z, hit = ground.heights(where[mine], near[mine, 0])
+        ground_z = np.zeros(I)
+        ground_z[mine] = np.where(hit, z, near[mine, 0])
+        q = np.c_[where[inst[e]], ground_z[inst[e]] + src[e, 2]]
         placed[e] = q
         pins[c[e], lf[e], j[e]] = q
     # Targets ease onto each stance over the frames before it and off it after.
@@ -326,19 +360,24 @@ def _ranges(frames):
 
 
 def _warnings(carpet, motion, clip, paths, starts, ground):
-    """Sharp turns and steep slopes under each character's root, by frame."""
+    """Sharp turns and steep slopes under each character's root, by frame. The slope is the
+    terrain's rise along the path over a quarter body height each way, sampled along the path
+    and read at each frame's root."""
     H = carpet.body_height
     w = 0.25 * H
     C, F = clip.shape
     u = motion[clip, carpet.root, 0] - np.asarray(starts)[:, None]                     # (C,F)
-    ahead = np.stack([p.at(u[c] + w) for c, p in enumerate(paths)])
-    behind = np.stack([p.at(u[c] - w) for c, p in enumerate(paths)])
-    both = np.concatenate([ahead, behind], axis=1).reshape(-1, 3)
-    z, _ = ground.heights(both[:, :2], both[:, 2])
-    z = z.reshape(C, 2, F)
-    slope = np.abs(np.nan_to_num(z[:, 0] - z[:, 1])) / (2 * w)
+    lo, hi = u.min(axis=1) - w, u.max(axis=1) + w
+    n = np.maximum(2, np.ceil((hi - lo) / (0.5 * w)).astype(int) + 1)
+    samples = [np.linspace(a, b, k) for a, b, k in zip(lo, hi, n)]
+    at = np.concatenate([p.at(s) for p, s in zip(paths, samples)])
+    z, _ = ground.heights(at[:, :2], at[:, 2])
+    z = np.split(np.nan_to_num(z), np.cumsum(n)[:-1])
     out = []
     for c, path in enumerate(paths):
+        ahead = np.interp(u[c] + w, samples[c], z[c])
+        behind = np.interp(u[c] - w, samples[c], z[c])
+        slope = np.abs(ahead - behind) / (2 * w)
         # The bend of the carpet under the root: its heading (over the unrolling's window)
         # just ahead of the root against just behind.
         h = HEADING_WINDOW * H
@@ -348,8 +387,8 @@ def _warnings(carpet, motion, clip, paths, starts, ground):
         if sharp.size:
             out.append(f"{path.name}: turn sharper than the walk can follow (radius {radius[sharp].min():.2g}, "
                        f"under {MIN_TURN_RADIUS * H:.2g}) at frames {_ranges(sharp)}")
-        steep = np.flatnonzero(slope[c] > MAX_SLOPE)
+        steep = np.flatnonzero(slope > MAX_SLOPE)
         if steep.size:
-            out.append(f"{path.name}: slope steeper than 30 degrees ({np.degrees(np.arctan(slope[c].max())):.0f} "
+            out.append(f"{path.name}: slope steeper than 30 degrees ({np.degrees(np.arctan(slope.max())):.0f} "
                        f"degrees) at frames {_ranges(steep)}")
     return out

@@ -18,7 +18,6 @@ from scipy.sparse.linalg import splu
 from scipy.spatial import cKDTree
 
 from ..errors import InputError
-from ..geometry.spatial import BoxGrid
 
 #: Soft distance constraints act beyond this fraction of the rest length (thesis: 15 %).
 STRETCH = 0.15
@@ -82,31 +81,72 @@ class Terrain:
         self.a, self.b, self.c, self.area = a[ok], b[ok], c[ok], area[ok]
         lo = np.minimum(np.minimum(self.a, self.b), self.c)[:, :2]
         hi = np.maximum(np.maximum(self.a, self.b), self.c)[:, :2]
-        self.grid = BoxGrid(np.c_[lo, np.zeros(len(lo))], np.c_[hi, np.zeros(len(lo))])     # flat: 2-D cells
         self.bounds = (lo.min(axis=0), hi.max(axis=0))
+        # A dense 2-D grid of cells about a triangle wide; each triangle listed in the cells its
+        # box covers (CSR), so a point's candidates are one slice away.
+        ext = float(np.median((hi - lo).max(axis=1)))
+        span = self.bounds[1] - self.bounds[0]
+        cell = max(0.5 * ext, float(span.max()) / 8192.0, 1e-12)
+        while np.prod(np.floor(span / cell) + 1) > 8 * len(lo) + 4096:
+            cell *= 1.5
+        self.cell, self.origin = cell, self.bounds[0]
+        self.shape = (np.floor(span / cell) + 1).astype(np.int64)
+        i0 = np.floor((lo - self.origin) / cell).astype(np.int64)
+        i1 = np.floor((hi - self.origin) / cell).astype(np.int64)
+        n = i1 - i0 + 1
+        count = n[:, 0] * n[:, 1]
+        tri = np.repeat(np.arange(len(lo)), count)
+        local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        cx = i0[tri, 0] + local // n[tri, 1]
+        cy = i0[tri, 1] + local % n[tri, 1]
+        key = cx * self.shape[1] + cy
+        order = np.argsort(key, kind="stable")
+        self.cell_triangles = tri[order]
+        self.indptr = np.zeros(int(self.shape.prod()) + 1, np.int64)
+        np.cumsum(np.bincount(key, minlength=int(self.shape.prod())), out=self.indptr[1:])
 
-    def heights(self, xy, near):
+    def heights(self, xy, near, gradient=False):
         """(n,) terrain heights under ``xy`` (n,2), the hit nearest ``near`` (n,) in height,
-        and (n,) bool whether there is any."""
+        and (n,) bool whether there is any; with ``gradient`` also (n,2) the slope (dz/dx, dz/dy)
+        of the triangle hit (0 where none)."""
         xy = np.asarray(xy, float).reshape(-1, 2)
         n = len(xy)
-        pt, tri = self.grid.query(np.c_[xy, np.zeros(n)])
+        idx = np.floor((xy - self.origin) / self.cell).astype(np.int64)
+        inside = np.all((idx >= 0) & (idx < self.shape), axis=1)
+        key = np.where(inside, idx[:, 0] * self.shape[1] + idx[:, 1], 0)
+        start = self.indptr[key]
+        count = np.where(inside, self.indptr[key + 1] - start, 0)
+        pt = np.repeat(np.arange(n), count)
+        tri = self.cell_triangles[np.repeat(start, count) + np.arange(int(count.sum()))
+                                  - np.repeat(np.cumsum(count) - count, count)]
         p = xy[pt]
         a, b, c = self.a[tri], self.b[tri], self.c[tri]
         w1 = ((b[:, 0] - p[:, 0]) * (c[:, 1] - p[:, 1]) - (b[:, 1] - p[:, 1]) * (c[:, 0] - p[:, 0])) / self.area[tri]
         w2 = ((c[:, 0] - p[:, 0]) * (a[:, 1] - p[:, 1]) - (c[:, 1] - p[:, 1]) * (a[:, 0] - p[:, 0])) / self.area[tri]
         w3 = 1.0 - w1 - w2
         eps = -1e-9
-        inside = (w1 >= eps) & (w2 >= eps) & (w3 >= eps)
-        pt, z = pt[inside], (w1 * a[:, 2] + w2 * b[:, 2] + w3 * c[:, 2])[inside]
+        hit = (w1 >= eps) & (w2 >= eps) & (w3 >= eps)
+        pt, tri, z = pt[hit], tri[hit], (w1 * a[:, 2] + w2 * b[:, 2] + w3 * c[:, 2])[hit]
         out = np.full(n, np.nan)
+        which = np.zeros(n, np.int64)
         if len(pt):
-            gap = np.abs(z - np.asarray(near, float).reshape(-1)[pt])
-            order = np.lexsort((gap, pt))
-            pt, z = pt[order], z[order]
-            first = np.r_[True, pt[1:] != pt[:-1]]
-            out[pt[first]] = z[first]
-        return out, ~np.isnan(out)
+            hits = np.bincount(pt, minlength=n)
+            one = hits[pt] == 1
+            out[pt[one]], which[pt[one]] = z[one], tri[one]
+            if not one.all():                      # several surfaces (or a shared edge): the nearest
+                pt, tri, z = pt[~one], tri[~one], z[~one]
+                gap = np.abs(z - np.asarray(near, float).reshape(-1)[pt])
+                order = np.lexsort((gap, pt))
+                pt, tri, z = pt[order], tri[order], z[order]
+                first = np.r_[True, pt[1:] != pt[:-1]]
+                out[pt[first]], which[pt[first]] = z[first], tri[first]
+        found = ~np.isnan(out)
+        if not gradient:
+            return out, found
+        a, b, c = self.a[which], self.b[which], self.c[which]
+        normal = np.cross(b - a, c - a)
+        slope = -normal[:, :2] / np.where(np.abs(normal[:, 2:]) > 0, normal[:, 2:], 1.0)
+        return out, found, np.where(found[:, None], slope, 0.0)
 
 
 def check_paths(paths, terrain):
@@ -154,15 +194,17 @@ def unroll(points, paths, starts, terrain, body_height, edges=None, rest=None, r
         pos[c, :, 0] = centre[:, 0] - sn * v
         pos[c, :, 1] = centre[:, 1] + cs * v
         level[c] = centre[:, 2]
-    _project(pos, level, terrain)
+    hit = _project(pos, level, terrain)
     stretch = np.ones((C, 0))
     if edges is not None and len(edges):
         solve = laplacian_solver(edges, N)
         anchor = np.argmin(np.abs(points[:, 0][None] - np.asarray(starts, float)[:, None]) * 4.0
                            + np.abs(points[:, 1])[None], axis=1)
+        # Edges off the terrain's edge (their heights borrowed) do not keep the rounds going.
+        judged = hit[:, edges[:, 0]] & hit[:, edges[:, 1]]
         for _ in range(rounds):
             stretch = np.linalg.norm(pos[:, edges[:, 1]] - pos[:, edges[:, 0]], axis=-1) / rest
-            if np.all(np.abs(stretch - 1.0) <= STRETCH + SLACK):
+            if np.all((np.abs(stretch - 1.0) <= STRETCH + SLACK) | ~judged):
                 break
             _relax(pos, edges, rest, solve, anchor)
             _project(pos, level, terrain)
@@ -174,9 +216,9 @@ def unroll(points, paths, starts, terrain, body_height, edges=None, rest=None, r
 
 
 def _project(pos, level, terrain):
-    """Heights of ``pos`` (C,N,3) onto the terrain, in place. A descriptor beyond the terrain's
-    edge (the carpet is wider than a path along the edge) takes its nearest projected
-    neighbour's height."""
+    """Heights of ``pos`` (C,N,3) onto the terrain, in place; returns (C,N) which hit it. A
+    descriptor beyond the terrain's edge (the carpet is wider than a path along the edge, or
+    runs on past its end) takes its nearest projected neighbour's height."""
     C, N, _ = pos.shape
     z, hit = terrain.heights(pos[..., :2].reshape(-1, 2), level.reshape(-1))
     z, hit = z.reshape(C, N), hit.reshape(C, N)
@@ -187,6 +229,7 @@ def _project(pos, level, terrain):
         bad = np.flatnonzero(~hit[c])
         z[c, bad] = z[c, good[cKDTree(pos[c, good, :2]).query(pos[c, bad, :2])[1]]]
     pos[..., 2] = z
+    return hit
 
 
 def _relax(pos, edges, rest, solve, anchor):

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import constants as C
 from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations, swing
+from .hierarchy import Skeleton
 
 
 def zero_length(skeleton, motion, body_height):
@@ -577,11 +578,34 @@ class TwistLimits:
             model.high = tau.max(axis=0) + C.TWIST_MARGIN_DEGREES
         return model
 
+    def _part(self, skeleton):
+        """``(joints (K,), Skeleton)``: the joints the rotations of ``joints`` and ``parents``
+        depend on (them, their ancestors, and the children of all of those), as a skeleton of
+        their own; ``recover_rotations`` on it gives those rotations exactly as on the whole."""
+        key = id(skeleton)
+        if getattr(self, "_part_key", None) != key:
+            keep = set()
+            for j in np.r_[self.joints, self.parents].tolist():
+                while j >= 0:
+                    keep.add(j)
+                    j = int(skeleton.parents[j])
+            keep |= {k for k in range(len(skeleton)) if skeleton.parents[k] in keep}
+            idx = np.array(sorted(keep), np.int64)
+            where = np.full(len(skeleton), -1)
+            where[idx] = np.arange(len(idx))
+            sub = Skeleton([skeleton.names[k] for k in idx.tolist()],
+                           np.where(skeleton.parents[idx] >= 0, where[skeleton.parents[idx]], -1))
+            self._part_key, self._part_value = key, (idx, sub, where)
+        return self._part_value
+
     def twist(self, skeleton, positions):
         """(n,T) degrees: each joint's twist relative to its parent, from the first source frame."""
-        ref = np.broadcast_to(self.reference, positions.shape)
-        R = matrix_from_quat(recover_rotations(skeleton, ref, positions))
-        rel = np.einsum("fkji,fkjl->fkil", R[:, self.parents], R[:, self.joints])     # R_p^T R_j
+        if not len(self.joints):
+            return np.zeros((len(positions), 0))
+        idx, sub, where = self._part(skeleton)
+        ref = np.broadcast_to(self.reference[idx], positions.shape[:1] + (len(idx), 3))
+        R = matrix_from_quat(recover_rotations(sub, ref, positions[:, idx]))
+        rel = np.einsum("fkji,fkjl->fkil", R[:, where[self.parents]], R[:, where[self.joints]])     # R_p^T R_j
         q = quat_from_matrix(rel)
         q = np.where(q[..., :1] < 0, -q, q)
         return np.degrees(2.0 * np.arctan2(np.einsum("fkd,kd->fk", q[..., 1:], self.axis), q[..., 0]))

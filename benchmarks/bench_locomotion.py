@@ -1,0 +1,155 @@
+"""Locomotion and crowds (carpet unrolling): quality on generated and real scenes, and crowd speed.
+
+Run with ``.venv/bin/python benchmarks/bench_locomotion.py``. The crowd table times the same
+characters walked one by one (each its own ``walk``) as the baseline measured in the same run;
+medians of ``--repeat`` runs. The real walk (``../shared/data/real/walk_cm_30fps.bvh``, frames
+3175-3275, a straight stretch) is used when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from blender_reldesc.core import Skeleton, TriMesh  # noqa: E402
+from blender_reldesc.core import synthetic as S  # noqa: E402
+from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, lateral_paths, walk  # noqa: E402
+
+REAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
+
+
+def quality(name, carpet, path, terrain, fps=30.0, circle=None):
+    """One row of the quality table for a walk of ``carpet`` along ``path`` over ``terrain``."""
+    t0 = time.perf_counter()
+    r = walk(carpet, [path], terrain)
+    seconds = time.perf_counter() - t0
+    P, held = r.positions[0], ~np.isnan(r.pins[0, ..., 0])
+    played = carpet.layout(r.clip_frames.max() + 1).binding.motion[r.clip_frames[0]]
+    ground = Terrain(terrain)
+    gap = slide = 0.0
+    for j in carpet.standing.tolist():
+        h = held[:, j]
+        if not h.any():
+            continue
+        z, _ = ground.heights(P[:, j, :2], P[:, j, 2])
+        gap = max(gap, float(np.abs(P[h, j, 2] - z[h] - played[h, j, 2]).max()))
+        both = h[1:] & h[:-1]
+        if both.any():
+            slide = max(slide, float(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both].max()) * fps)
+    root = P[:, carpet.root]
+    if circle is not None:                     # across the path, against the source's own offset
+        (cx, cy), radius = circle
+        off = float(np.abs(radius - np.hypot(root[:, 0] - cx, root[:, 1] - cy) - played[:, carpet.root, 1]).max())
+    else:
+        off = float(np.abs(signed_offset(root[:, :2], path[:, :2]) - played[:, carpet.root, 1]).max())
+    sk = carpet.skeleton
+    bones = np.linalg.norm(P[:, 1:] - P[:, sk.parents[1:]], axis=-1)
+    src = np.linalg.norm(carpet.motion[:, 1:] - carpet.motion[:, sk.parents[1:]], axis=-1).mean(axis=0)
+    step = np.linalg.norm(np.diff(P, axis=0), axis=-1).max()
+    src_step = np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
+    spacing = np.mean(np.abs(r.stretch[0] - 1.0) <= STRETCH + 1e-3) if r.stretch.size else 1.0
+    return (f"| {name} | {P.shape[0]} | {held.any(axis=1).mean():.2f} | {100 * gap:.2f} | {100 * slide:.2f} "
+            f"| {100 * off:.1f} | {step / src_step:.2f} | {1000 * np.abs(bones - src).max():.1f} "
+            f"| {100 * spacing:.0f} % | {len(r.warnings)} | {seconds:.2f} |")
+
+
+def signed_offset(points, line):
+    """(n,) distance of ``points`` (n,2) from the polyline ``line`` (P,2), positive on its left."""
+    a, b = line[:-1], line[1:]
+    ab = b - a
+    t = np.clip(np.einsum("psk,sk->ps", points[:, None] - a[None], ab) / np.maximum((ab * ab).sum(1), 1e-300), 0, 1)
+    closest = a[None] + t[..., None] * ab[None]
+    d = np.sqrt(((points[:, None] - closest) ** 2).sum(-1))
+    k = np.argmin(d, axis=1)
+    rows = np.arange(len(points))
+    rel = points - closest[rows, k]
+    side = np.sign(ab[k, 0] * rel[:, 1] - ab[k, 1] * rel[:, 0])
+    return side * d[rows, k]
+
+
+def median_time(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--frames", type=int, default=1000)
+    ap.add_argument("--characters", type=int, nargs="+", default=[1, 10, 100])
+    ap.add_argument("--baseline", type=int, default=10, help="characters walked one by one as the baseline")
+    ap.add_argument("--skip-quality", action="store_true")
+    args = ap.parse_args(argv)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    skel, motion = S.walk(150)
+    carpet = bind_carpet(skel, motion)
+    if not args.skip_quality:
+        hills = TriMesh(*S.grid(24.0, 16.0, 240, 160, origin=(-4.0, -8.0), height=S.hills(0.15, 3.0)))
+        flat = TriMesh(*S.grid(24.0, 16.0, 48, 32, origin=(-4.0, -8.0)))
+        slope = np.tan(np.radians(35.0))
+        ramp = TriMesh(*S.grid(24.0, 16.0, 96, 64, origin=(-4.0, -8.0),
+                               height=lambda x, y: slope * np.clip(x - 2.0, 0.0, 3.0)))
+        straight = np.array([[0.0, 0.0, 0.0], [10.0, 0.0, 0.0]])
+        th = np.linspace(0.0, np.pi, 120)
+        turn = np.c_[2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.zeros_like(th)]
+        t = np.linspace(0.0, 1.0, 100)
+        curve = np.c_[12.0 * t, 2.0 * np.sin(np.pi * t), np.zeros_like(t)]
+        print()
+        print("| scene | frames | stance | stance gap cm | slide cm/s | root off path cm (beyond the source's) | step / source "
+              "| bone dev mm | edges in ±15 % | warnings | s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print(quality("generated walk, straight, hills 15 cm", carpet, straight, hills))
+        print(quality("generated walk, 2 m radius turn, flat", carpet, turn, flat, circle=((0.0, 2.0), 2.0)))
+        print(quality("generated walk, curve over hills", carpet, curve, hills))
+        print(quality("generated walk, 35° ramp", carpet, straight, ramp))
+        qsk, qm = S.quadruped_walk(120)
+        print(quality("generated quadruped, curve over hills", bind_carpet(qsk, qm), curve, hills))
+        if REAL.exists():
+            from bvh import read_bvh
+            names, parents, m, fps = read_bvh(str(REAL), scale=0.01)
+            real = bind_carpet(Skeleton(names, parents), m[3175:3275], ground=0.0)
+            print(quality("real walk (frames 3175-3275), curve over hills", real, curve, hills, fps))
+            print(quality("real walk, 2 m radius turn, flat", real, turn, flat, fps, circle=((0.0, 2.0), 2.0)))
+    # Crowd speed over a 50k-triangle terrain.
+    F = args.frames
+    length = F * carpet.speed + 1.0
+    C_max = max(args.characters + [args.baseline])
+    width = C_max * 0.5 + 10.0
+    terrain = TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2), height=S.hills(0.15, 3.0)))
+    line = np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]])
+    print()
+    print(f"Crowds: {F} frames each over {terrain.triangle_count} triangles, 0.5 m apart, staggered cycles; "
+          f"median of {args.repeat}")
+    print()
+    print("| characters | walk s | character-frames / s | one by one s | speed-up |")
+    print("|---|---|---|---|---|")
+    for C in args.characters:
+        paths = lateral_paths(line, C, 0.5)
+        offsets = (np.arange(C) * 7) % 30
+        walk(carpet, paths[:1], terrain, offsets[:1], frames=F)          # the carpet's layout, once
+        t_crowd = median_time(lambda: walk(carpet, paths, terrain, offsets, frames=F), args.repeat)
+        one = ""
+        if C <= args.baseline and C > 1:
+            t_one = median_time(lambda: [walk(carpet, [p], terrain, [o], frames=F) for p, o in zip(paths, offsets)],
+                                args.repeat)
+            one = f"{t_one:.2f} | {t_one / t_crowd:.1f}x"
+        else:
+            one = "| "
+        print(f"| {C} | {t_crowd:.2f} | {C * F / t_crowd:.0f} | {one} |")
+
+
+if __name__ == "__main__":
+    main()

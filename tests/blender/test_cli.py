@@ -103,3 +103,14 @@ def test_demo_of_the_stepping_stones_repositions_the_foot_on_the_moved_stone(tmp
     assert len(moved) == 1 and moved[0]["new_surface"] != report["moved_stone"]
     assert report["contact_counts"]["unresolved"] == 0
     assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
+    out = tmp_path / "crowd"
+    r = run("demo", "--scene", "crowd", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "crowd" and len(report["characters"]) == 9
+    assert report["warnings"] == [] and report["stance_fraction"] > 0.5
+    assert (out / "crowd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "demo.blend").exists()

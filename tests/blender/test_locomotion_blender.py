@@ -144,3 +144,34 @@ def test_walk_command_line(crowd_scene, tmp_path):
         assert r.returncode == code and len(lines) == 1 and message in lines[0], r.stderr
         assert "Traceback" not in r.stderr
     assert os.path.getmtime(path) == before                  # a failed run never saves
+
+
+def test_one_character_per_curve_of_a_collection_and_a_terrain_edited_again(crowd_scene):
+    scene, arm, env, curve = crowd_scene
+    paths = bpy.data.collections.new("Paths")
+    scene.collection.children.link(paths)
+    t = np.linspace(0.0, 1.0, 20)
+    for k, y in enumerate((-1.5, 1.5)):
+        demo.curve_object(f"Lane.{k}", np.c_[4.0 * t, np.full_like(t, y), np.zeros_like(t)], paths)
+    assert bpy.ops.reldesc.walk(paths="Paths") == {'FINISHED'}
+    chars = [bpy.data.objects[f"Walker.walk.{k:03d}"] for k in range(2)]
+    scene.frame_set(1)
+    starts = [np.array(ob.matrix_world @ ob.pose.bones["Hips"].head) for ob in chars]
+    assert abs(starts[0][1] + 1.5) < 0.1 and abs(starts[1][1] - 1.5) < 0.1
+    # Raise the terrain under the lanes by 30 cm and walk again: no bind step, the feet follow.
+    hills = env.objects["Hills"]
+    co = np.empty(len(hills.data.vertices) * 3, np.float32)
+    hills.data.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    co[:, 2] += 0.3 * np.exp(-((co[:, 0] - 2.0) ** 2 + co[:, 1] ** 2) / 4.0)
+    hills.data.vertices.foreach_set("co", co.ravel())
+    hills.data.update()
+    assert bpy.ops.reldesc.walk(paths="Paths") == {'FINISHED'}
+    ground = _terrain(env)
+    for k in range(2):
+        ob = bpy.data.objects[f"Walker.walk.{k:03d}"]
+        lo, hi = ob.animation_data.action.frame_range
+        feet = _feet(scene, ob, np.arange(int(lo), int(hi) + 1, 2))
+        z, hit = ground.heights(feet[..., :2].reshape(-1, 2), feet[..., 2].reshape(-1))
+        gap = feet[..., 2].reshape(-1) - z
+        assert hit.all() and gap.min() > -0.01 and np.percentile(gap, 10) < 0.04

@@ -168,13 +168,17 @@ class Warper:
     def _sweep(p, groups, held):
         """One Gauss-Seidel sweep over the colour groups of joint-major poses ``p`` (J,S,3)."""
         for a, b, moved, L, share, at_least in groups:
-            delta = p[b] - p[a]
+            delta = np.take(p, b, axis=0)
+            delta -= np.take(p, a, axis=0)
             dist = np.sqrt(np.einsum("ksi,ksi->ks", delta, delta))
             gap = L - dist
             if at_least:                                              # bend limit: push apart only
-                gap = np.maximum(gap, 0.0)
-            corr = (gap / np.maximum(dist, 1e-300))[..., None] * delta
-            p[moved] += share * corr                                  # Eq. 11, both ends
+                np.maximum(gap, 0.0, out=gap)
+            gap /= np.maximum(dist, 1e-300)
+            gap *= share[..., 0]
+            delta *= gap[..., None]
+            p[moved] += delta                                         # Eq. 11, both ends (in place:
+                                                                      # these arrays are small, calls count)
         if held is not None:
             p[held[0]] = held[1]
 

@@ -39,12 +39,17 @@ def build_parser(blender_command=False):
     p.add_argument("--radius-factor", type=float, default=0.5, help="descriptor spacing factor (Eq. 7: 0.5)")
     p.add_argument("--bones", default="deform", metavar="deform|all|COLLECTION",
                    help="bones that get descriptors and keys: deform bones (default), all, or a bone collection")
+    p.add_argument("--save-binding", metavar="BINDING.npz",
+                   help="also write the binding to a file, for baking other shots of the same environment")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p = sub.add_parser("bake", help="adapt the bound action to the environment as it is and save a new action")
     p.add_argument("input", metavar="IN.blend", **infile)
     p.add_argument("--armature", required=True, help="armature object name")
     p.add_argument("--influence-group", default=None,
                    help="vertex group of painted influence (default: the file's setting)")
+    p.add_argument("--binding", metavar="BINDING.npz",
+                   help="bake from this saved binding (bind ... --save-binding) instead of the file's own; the "
+                        "environment must be an edited copy of the bound one (same topology)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write timings, errors and contacts as JSON")
     p.add_argument("--reposition-contacts", action="store_true",
@@ -76,6 +81,18 @@ def build_parser(blender_command=False):
                    help="distance between neighbours of the crowd (default 1)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write timings, warnings and characters as JSON")
+    if not blender_command:
+        p = sub.add_parser("batch", help="run a manifest of jobs (TOML) on a local pool of workers or a Dask cluster")
+        p.add_argument("manifest", metavar="MANIFEST.toml")
+        p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                       help="worker processes of the local pool (default: one per core)")
+        p.add_argument("--scheduler", metavar="ADDRESS", help="send the jobs to this Dask scheduler (tcp://HOST:8786)")
+        p.add_argument("--force", action="store_true", help="run jobs whose outputs are newer than their inputs too")
+        p.add_argument("--summary", metavar="SUMMARY.json", help="write each job's status, seconds and error as JSON")
+        p.add_argument("--progress", choices=("text", "json"), default="text",
+                       help="one updating line (text, default) or JSON lines on stdout (json)")
+        p.add_argument("--flamenco-settings", metavar="SETTINGS.json",
+                       help="write the settings of a Flamenco 'reldesc_batch' job for this manifest, run nothing")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
     p.add_argument("--scene", choices=("bridge", "stones", "crowd"), default="bridge",
@@ -114,6 +131,8 @@ def run(argv, blender_command=False):
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
+    if args.command == "batch":                # the parent of the workers imports no bpy
+        return _batch(args)
     import bpy
     from .core import Cancelled, RelDescError
     try:
@@ -124,7 +143,8 @@ def run(argv, blender_command=False):
                   f"({report['frames']} frames, bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
             return 0
         _ensure_registered()
-        for path, what in ((getattr(args, "output", None), "output file"), (getattr(args, "report", None), "report")):
+        for path, what in ((getattr(args, "output", None), "output file"), (getattr(args, "report", None), "report"),
+                           (getattr(args, "save_binding", None), "binding file")):
             folder = os.path.dirname(os.path.abspath(path)) if path else None
             if folder and not os.path.isdir(folder):
                 return _fail(f"cannot write the {what} {path}: folder {folder} does not exist")
@@ -154,7 +174,13 @@ def run(argv, blender_command=False):
                                    bone_set=bones)
             print(f"reldesc: bound {report['frames']} frames of '{report['action']}' to "
                   f"{report['descriptors']} descriptors")
+            if args.save_binding:
+                jobs.save_binding_file(arm, args.save_binding)
         else:
+            if args.binding:
+                if not os.path.isfile(args.binding):
+                    return _fail(f"no such binding file: {args.binding}")
+                jobs.load_binding_file(arm, args.binding)
             group = args.influence_group
             if group is None:
                 group = scene.reldesc.influence_group if hasattr(scene, "reldesc") else ""
@@ -185,6 +211,26 @@ def run(argv, blender_command=False):
         return _fail(str(e).strip().splitlines()[-1] if str(e).strip() else "Blender reported an error")
     except Exception as e:          # a bug: still one line, never a traceback
         return _fail(f"unexpected {type(e).__name__}: {e} (please report this)")
+
+
+def _batch(args):
+    from . import batch
+    if args.flamenco_settings:
+        try:
+            settings = batch.flamenco_settings(args.manifest)
+        except batch.ManifestError as e:
+            print(f"reldesc: error: {e}", file=sys.stderr)
+            return 2
+        with open(args.flamenco_settings, "w") as fh:
+            json.dump(settings, fh, indent=1)
+        print(f"reldesc: wrote the Flamenco job settings of {len(json.loads(settings['jobs_json']))} jobs to "
+              f"{args.flamenco_settings}")
+        return 0
+    for path in (args.summary,):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            return _fail(f"cannot write the summary {path}: folder {folder} does not exist")
+    return batch.run_batch(args.manifest, args.workers, args.scheduler, args.force, args.summary, args.progress)
 
 
 def _ensure_registered():

@@ -145,6 +145,60 @@ def bind_job(scene, arm, environment, body_height=0.0, radius_factor=0.5, progre
     return BindJob(scene, arm, environment, body_height, radius_factor, warn, bone_set).run(progress)
 
 
+def save_binding_file(arm, path):
+    """Write ``arm``'s stored binding to ``path`` (.npz): the core's binding file (``Binding.load``
+    reads it) plus what Blender needs beside it (the source pose and the bind report), so other
+    shots whose environment is an edited copy of the bound one can bake from it."""
+    data, pose, meta = adapter.load_stored(arm)
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["blender_pose"] = np.frombuffer(pose, np.uint8)
+    arrays["blender_meta"] = np.asarray(json.dumps(meta))
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def load_binding_file(arm, path):
+    """Store the binding saved by ``save_binding_file`` on ``arm`` (replacing any), after checking
+    it fits: the same bones, the bound action and environment meshes present with the same
+    topology. Raises SceneError saying what does not fit."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "blender_pose" not in z.files or "blender_meta" not in z.files:
+                raise SceneError(f"{path} is a core binding without the Blender part: save it with "
+                                 "'bind ... --save-binding'")
+            pose = z["blender_pose"].tobytes()
+            meta = json.loads(str(z["blender_meta"]))
+            core = {k: z[k] for k in z.files if not k.startswith("blender_")}
+    except (OSError, ValueError, KeyError) as e:
+        if isinstance(e, SceneError):
+            raise
+        raise SceneError(f"cannot read the binding file {path}: {e}") from None
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **core)
+    data = buf.getvalue()
+    bones = list(_load_npz(pose)["bones"])
+    rig = adapter.select_bones(arm, adapter.read_rig(arm), meta.get("bone_set", "ALL"))
+    if bones != rig.names:
+        raise SceneError(f"the bones of '{arm.name}' are not those of the binding in {path}: bind this rig")
+    action = bpy.data.actions.get(meta["action"])
+    if action is None:
+        raise SceneError(f"the binding in {path} is of action '{meta['action']}', which is not in this file")
+    missing = [n for n in meta["objects"] if bpy.data.objects.get(n) is None]
+    if missing:
+        raise SceneError(f"the environment of the binding in {path} is missing here: {', '.join(missing)}")
+    objects = [bpy.data.objects[n] for n in meta["objects"]]
+    _, _, counts = adapter.read_environment(bpy.context.evaluated_depsgraph_get(), objects, triangles=False)
+    if [c[0] for c in counts] != list(meta["vertex_counts"]):
+        changed = [ob.name for ob, c, v in zip(objects, counts, meta["vertex_counts"]) if c[0] != v]
+        raise SceneError(f"the environment's topology differs from the binding in {path} ({', '.join(changed)}): "
+                         "bind this shot")
+    adapter.store_binding(arm, data, pose, meta, action=action,
+                          collection=bpy.data.collections.get(meta["environment"]))
+    action.use_fake_user = True
+    return meta
+
+
 def bound_objects(meta, arm):
     """The environment meshes of ``arm``'s stored binding; SceneError when they changed since bind."""
     objects, _ = adapter.environment_objects(adapter.bound_environment(arm, meta))

@@ -23,14 +23,25 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from blender_reldesc.core import Skeleton, TriMesh  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, lateral_paths, walk  # noqa: E402
+from blender_reldesc.core.locomotion.crowd import body_joints, trunk_chain  # noqa: E402
 
 REAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
 
 
-def quality(name, carpet, path, terrain, fps=30.0, circle=None):
+def bends(X, chain):
+    """(F,K) the bends (degrees) along the joint chain of poses X (F,J,3), its bones of no length
+    (a real rig's coincident joints) left out."""
+    u = X[:, chain[1:]] - X[:, chain[:-1]]
+    u = u[:, np.linalg.norm(u, axis=-1).min(axis=0) > 1e-6]
+    cos = np.einsum("fkd,fkd->fk", u[:, 1:], u[:, :-1]) / (np.linalg.norm(u[:, 1:], axis=-1)
+                                                           * np.linalg.norm(u[:, :-1], axis=-1))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def quality(name, carpet, path, terrain, fps=30.0, circle=None, **options):
     """One row of the quality table for a walk of ``carpet`` along ``path`` over ``terrain``."""
     t0 = time.perf_counter()
-    r = walk(carpet, [path], terrain)
+    r = walk(carpet, [path], terrain, **options)
     seconds = time.perf_counter() - t0
     P, held = r.positions[0], ~np.isnan(r.pins[0, ..., 0])
     played = carpet.layout(r.clip_frames.max() + 1).binding.motion[r.clip_frames[0]]
@@ -57,8 +68,10 @@ def quality(name, carpet, path, terrain, fps=30.0, circle=None):
     step = np.linalg.norm(np.diff(P, axis=0), axis=-1).max()
     src_step = np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
     spacing = np.mean(np.abs(r.stretch[0] - 1.0) <= STRETCH + 1e-3) if r.stretch.size else 1.0
+    chain = trunk_chain(sk, body_joints(sk, carpet.standing), carpet.motion)
+    bend = np.abs(bends(P, chain) - bends(played, chain)).max()
     return (f"| {name} | {P.shape[0]} | {held.any(axis=1).mean():.2f} | {100 * gap:.2f} | {100 * slide:.2f} "
-            f"| {100 * off:.1f} | {step / src_step:.2f} | {1000 * np.abs(bones - src).max():.1f} "
+            f"| {100 * off:.1f} | {step / src_step:.2f} | {bend:.1f} | {1000 * np.abs(bones - src).max():.1f} "
             f"| {100 * spacing:.0f} % | {len(r.warnings)} | {seconds:.2f} |")
 
 
@@ -109,11 +122,14 @@ def main(argv=None):
         curve = np.c_[12.0 * t, 2.0 * np.sin(np.pi * t), np.zeros_like(t)]
         print()
         print("| scene | frames | stance | stance gap cm | slide cm/s | root off path cm (beyond the source's) | step / source "
-              "| bone dev mm | edges in ±15 % | warnings | s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              "| trunk bend vs source ° | bone dev mm | edges in ±15 % | warnings | s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         print(quality("generated walk, straight, hills 15 cm", carpet, straight, hills))
         print(quality("generated walk, 2 m radius turn, flat", carpet, turn, flat, circle=((0.0, 2.0), 2.0)))
         print(quality("generated walk, curve over hills", carpet, curve, hills))
+        steep = TriMesh(*S.grid(24.0, 16.0, 240, 160, origin=(-4.0, -8.0), height=S.hills(0.35, 4.0)))
+        print(quality("generated walk, curve over 35 cm hills", carpet, curve, steep))
+        print(quality("same, thesis' body (rigid_body=False)", carpet, curve, steep, rigid_body=False))
         print(quality("generated walk, 35° ramp", carpet, straight, ramp))
         qsk, qm = S.quadruped_walk(120)
         print(quality("generated quadruped, curve over hills", bind_carpet(qsk, qm), curve, hills))

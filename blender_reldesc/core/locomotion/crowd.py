@@ -21,6 +21,7 @@ from ..adaptation import Rig
 from ..errors import Cancelled, InputError
 from ..geometry import TriMesh
 from ..skeleton.joints import Hinges
+from ..skeleton.rotations import kabsch
 from ..solvers import Warper
 from .carpet import Carpet
 from .unrolling import HEADING_WINDOW, Terrain, check_paths, unroll
@@ -31,6 +32,13 @@ EASE_FRAMES = 6
 CROWD_FINAL_ITERATIONS = 3
 #: Steps of the pitch of a held toe onto the terrain (exact after one on a plane).
 PITCH_STEPS = 4
+#: Affinity of the body above the legs in a walk (``_rigid_body``).
+BODY_AFFINITY = 1.0
+#: A held leg may reach as far as the source holds it, or this fraction of its length if more.
+REACH_FRACTION = 0.97
+#: A free foot's target is kept within this fraction of its leg's length from the hip (or as far
+#: as the source holds it, if more).
+FREE_REACH_FRACTION = 0.995
 #: Turns tighter than this radius (body heights) at the root are reported.
 MIN_TURN_RADIUS = 0.3
 #: Slopes steeper than this (rise over run) along the path are reported.
@@ -86,7 +94,7 @@ def lateral_paths(path, count, spacing):
 
 
 def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, hold_stances=True,
-         follow_path=True, progress=None, solver_options=None):
+         follow_path=True, rigid_body=True, progress=None, solver_options=None):
     """Walk the carpet's clip along each path over the terrain.
 
     Parameters
@@ -104,6 +112,8 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
         the feet follow the descriptors alone, as in the thesis.
     follow_path : keep the root on its path (product improvement, on by default; see
         ``_follow_paths``); off, the root goes where Eq. 2 puts it, as in the thesis.
+    rigid_body : the body above the legs keeps the source's shape, placed by the best fit of
+        its joints' Eq. 2 targets (product improvement, on by default; see ``_rigid_body``).
     progress : optional callable ``(done, total)``; returning False cancels (``Cancelled``).
     solver_options : optional dict of ``solvers.Warper`` settings. By default a crowd ends each
         frame with ``CROWD_FINAL_ITERATIONS`` constraint sweeps instead of the clip solver's 12:
@@ -159,16 +169,21 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     pins = np.full((C, frames, J, 3), np.nan)
     for c in range(C):
         targets[c], affinity[c] = rig.targets(binding.mesh, clip[c], replace=lambda f, c=c: (index, pos[c], rot[c]))
+    if rigid_body:
+        _rigid_body(carpet, motion, clip, targets, affinity)
     if follow_path:
         _follow_paths(carpet, motion, clip, paths, starts, targets)
     if hold_stances:
         _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins)
+        _reach_stances(carpet, rig, motion, clip, targets, pins)
     seconds["targets"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
     options = {"final_iterations": CROWD_FINAL_ITERATIONS}
     options.update(solver_options or {})
     solved = solve_crowd(rig, motion, clip, targets, affinity, pins, progress, options)
+    if hold_stances:
+        _knees_onto_held_feet(carpet, rig, solved, pins, clip)
     flat = solved.reshape(C * frames, J, 3)
     bone_error = rig.bone_error(flat, clip.ravel()).reshape(C, frames)
     positions = rig.finish(flat, clip.ravel(), held=~np.isnan(pins[..., 0]).reshape(C * frames, J)).reshape(solved.shape)
@@ -176,6 +191,159 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     warnings = _warnings(carpet, motion, clip, paths, starts, ground)
     seconds["total"] = time.perf_counter() - t0
     return WalkResult(positions, clip, pins, pos, stretch, targets, bone_error, warnings, seconds)
+
+
+def leg_chains(skeleton, standing):
+    """Per leg ``(hip, knee, ankle, bones)``: the topmost standing joint of a foot (the ankle,
+    a hock, a wrist), its parent (the knee, an elbow) and grandparent (the hip joint, a
+    shoulder), and the two bones between them (indexed by their child joint)."""
+    standing = set(np.asarray(standing).tolist())
+    out = []
+    for ankle in sorted(standing):
+        knee = int(skeleton.parents[ankle])
+        if knee < 0 or knee in standing:
+            continue
+        hip = int(skeleton.parents[knee])
+        if hip < 0:
+            continue
+        out.append((hip, knee, ankle, [knee, ankle]))
+    return out
+
+
+def body_joints(skeleton, standing):
+    """(K,) the joints that are not on a leg: a leg is the chain above a standing joint up to,
+    not including, the first joint with several children (the hips, a quadruped's chest)."""
+    kids = np.bincount(skeleton.parents[skeleton.parents >= 0], minlength=len(skeleton))
+    leg = set()
+    for j in np.asarray(standing).tolist():
+        while j >= 0 and kids[j] < 2 and j not in leg:
+            leg.add(j)
+            j = int(skeleton.parents[j])
+    # Below a leg's top, everything is the leg (a foot's toes).
+    for j in skeleton.order.tolist():
+        if skeleton.parents[j] in leg:
+            leg.add(j)
+    return np.array([j for j in range(len(skeleton)) if j not in leg], np.int64)
+
+
+def _rigid_body(carpet, motion, clip, targets, affinity):
+    """The body above the legs as the source has it, placed by the best-fit rigid motion of its
+    Eq. 2 targets (in place).
+
+    Each joint's Eq. 2 target averages the terrain over its own window of descriptors, wider
+    the higher the joint: over hills neighbouring spine joints were lifted by different
+    heights, and the bone lengths turned the difference into a zig-zag spine (measured: 63°
+    at a spine joint the source holds straight, on 35 cm hills). The body still turns, tilts
+    and rises as its targets say (a quadruped's trunk pitches on a slope); only its shape is
+    the source's. Legs below their top joint (the hip joint) keep their own targets."""
+    sk = carpet.skeleton
+    body = body_joints(sk, carpet.standing)
+    if len(body) < 3:
+        return
+    # With the top joint of each leg (a hip joint): the pelvis is one piece.
+    body = np.r_[body, [j for j in range(len(sk)) if sk.parents[j] in set(body.tolist()) and j not in body]]
+    for c in range(len(clip)):
+        src = motion[clip[c]][:, body]
+        tgt = targets[c][:, body]
+        cs, ct = src.mean(axis=1, keepdims=True), tgt.mean(axis=1, keepdims=True)
+        rot = kabsch(src - cs, tgt - ct)
+        targets[c][:, body] = np.einsum("fij,fkj->fki", rot, src - cs) + ct
+    # The body holds its targets as firmly as a joint in contact (affinity 1): with the paper's
+    # affinity (low far from surfaces), a leg whose targets do not fit its bones bent the
+    # pelvis round and kinked the spine (measured: 17° median at a spine joint the source
+    # holds straight, on 15 cm hills, with every target of the body straight).
+    affinity[:, :, body] = BODY_AFFINITY
+
+def _frames_to(mask):
+    """(F,) frames from each frame to the nearest frame where ``mask`` (F,) is set."""
+    F = len(mask)
+    idx = np.arange(F)
+    last = np.maximum.accumulate(np.where(mask, idx, -F * 4))
+    nxt = np.minimum.accumulate(np.where(mask, idx, F * 5)[::-1])[::-1]
+    return np.minimum(idx - last, nxt - idx)
+
+
+def _reach_stances(carpet, rig, motion, clip, targets, pins):
+    """Lower the body where a held foot (or one easing onto or off its hold) is farther from its
+    hip than the leg can reach (in place).
+
+    The hips' Eq. 2 target averages the terrain over a metre or so; in a dip the foot held on
+    the terrain hangs out of reach, and the solver, pulling the leg straight, drags the hips
+    sideways and kinks the spine (measured: a 64° bend at a spine joint the source holds
+    straight, on 35 cm hills). Each leg may be held as far as the source holds it at that
+    frame, or 97 % of its length if more; the body (and the hip joints) goes down by what the
+    farthest held leg needs, weighted by how held it is, kept up over ±3 frames and smoothed
+    (σ 2 frames). Nothing moves where every held foot is within that reach (a flat floor, a
+    rigid move)."""
+    from scipy.ndimage import gaussian_filter1d, maximum_filter1d
+    chains = leg_chains(carpet.skeleton, carpet.standing)
+    body = body_joints(carpet.skeleton, carpet.standing)
+    moved = np.unique(np.r_[body, [hip for hip, _, _, _ in chains]])
+    C, F = clip.shape
+    for c in range(C):
+        drop = np.zeros(F)
+        src = motion[clip[c]]
+        lengths = rig.lengths[clip[c]]
+        for hip, _, ankle, bones in chains:
+            held = ~np.isnan(pins[c, :, ankle, 0])
+            if not held.any():
+                continue
+            # How held: 1 on held frames, fading over the ease window either side.
+            gap = _frames_to(held)
+            w = np.clip(1.0 - gap / (EASE_FRAMES + 1.0), 0.0, 1.0)
+            w = w * w * (3.0 - 2.0 * w)
+            foot = np.where(held[:, None], pins[c, :, ankle], targets[c, :, ankle])
+            v = targets[c, :, hip] - foot
+            reach = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
+                               REACH_FRACTION * lengths[:, bones].sum(axis=1))
+            # Lower the hip by x (along -z) until |v - x z| = reach.
+            disc = v[:, 2] ** 2 - np.einsum("fd,fd->f", v, v) + reach ** 2
+            x = np.where(disc >= 0, v[:, 2] - np.sqrt(np.maximum(disc, 0.0)), v[:, 2])
+            drop = np.maximum(drop, w * np.maximum(x, 0.0))
+        if drop.any():
+            drop = gaussian_filter1d(maximum_filter1d(drop, 7, mode="nearest"), 2.0, mode="nearest")
+            targets[c][:, moved, 2] -= drop[:, None]
+        # A free foot whose target its leg cannot reach is brought within reach (with what hangs
+        # below it, and half as much its knee): pulled straight, the leg would drag the pelvis
+        # round and the spine with it.
+        for hip, knee, ankle, bones in chains:
+            free = np.isnan(pins[c, :, ankle, 0])
+            v = targets[c, :, ankle] - targets[c, :, hip]
+            length = np.linalg.norm(v, axis=1)
+            limit = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
+                               FREE_REACH_FRACTION * lengths[:, bones].sum(axis=1))
+            over = free & (length > limit)
+            if not over.any():
+                continue
+            shift = v[over] * (limit[over] / length[over] - 1.0)[:, None]
+            foot = [ankle] + [j for j in carpet.skeleton.order.tolist() if _below(carpet.skeleton, j, ankle) and j != ankle]
+            rows = np.flatnonzero(over)
+            targets[c][np.ix_(rows, foot)] += shift[:, None]
+            targets[c][rows, knee] += 0.5 * shift
+
+
+def _knees_onto_held_feet(carpet, rig, solved, pins, clip):
+    """Each two-bone leg whose ankle is held: its knee placed exactly (two-bone IK from the solved
+    hip joint to the held ankle, in the plane the solve bent it in), in place. The solve's few
+    sweeps leave a held leg's bones a little off where the body holds its targets firmly
+    (measured: 3 % on a shin); the exact-length pass after it would leave that on the held
+    ankle's bone. A hip out of reach leaves the leg straight towards the ankle."""
+    for hip, knee, ankle, bones in leg_chains(carpet.skeleton, carpet.standing):
+        held = ~np.isnan(pins[:, :, ankle, 0])
+        if not held.any():
+            continue
+        a, c, k = solved[held][:, hip], solved[held][:, ankle], solved[held][:, knee]
+        l1 = rig.lengths[clip[held], bones[0]]
+        l2 = rig.lengths[clip[held], bones[1]]
+        axis = c - a
+        d = np.linalg.norm(axis, axis=1)
+        axis /= np.maximum(d, 1e-300)[:, None]
+        d = np.clip(d, np.abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-9))
+        along = (l1 ** 2 - l2 ** 2 + d ** 2) / (2.0 * d)
+        height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
+        side = (k - a) - np.einsum("ni,ni->n", k - a, axis)[:, None] * axis
+        side /= np.maximum(np.linalg.norm(side, axis=1), 1e-300)[:, None]
+        solved[held, knee] = a + along[:, None] * axis + height[:, None] * side
 
 
 def _follow_paths(carpet, motion, clip, paths, starts, targets):
@@ -195,19 +363,51 @@ def _follow_paths(carpet, motion, clip, paths, starts, targets):
         targets[c, :, :, :2] += (want - targets[c, :, carpet.root, :2])[:, None]
 
 
+def _below(skeleton, q, k):
+    while q >= 0:
+        if q == k:
+            return True
+        q = int(skeleton.parents[q])
+    return False
+
+
+def trunk_chain(skeleton, body, motion):
+    """The trunk: the chain of body joints from the root, each step the straightest
+    continuation of the bone before it (hips to head; a quadruped's pelvis to head). For
+    judging poses: the bends along it (benchmarks, tests)."""
+    body = set(np.asarray(body).tolist())
+    pose = np.median(motion, axis=0)
+    root = next(j for j in skeleton.order.tolist() if j in body)
+    chain, j = [root], root
+    while True:
+        kids = [k for k in skeleton.children(j).tolist() if k in body]
+        if not kids:
+            break
+        if len(chain) > 1:      # the straightest continuation of the bone into j (the spine, not an arm)
+            into = pose[j] - pose[chain[-2]]
+            nxt = max(kids, key=lambda k: np.dot(pose[k] - pose[j], into) / max(np.linalg.norm(pose[k] - pose[j]),
+                                                                                    1e-300))
+        else:                   # from the root: the child with the most of the body below it
+            nxt = max(kids, key=lambda k: sum(1 for q in body if _below(skeleton, q, k)))
+        chain.append(nxt)
+        j = nxt
+    return chain
+
+
 def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solver_options=None):
     """Warp every character at once: rows of the solver's batch are (character, frame), each
     row's bone lengths, hinges and limits those of its frame of the played clip ``clip`` (C,F).
     Returns (C,F,J,3). One character solved alone gives what it gives in the crowd."""
     C, F = clip.shape
     rows = clip.ravel()
+    edges, lengths = rig.edges, rig.edge_lengths[rows]
     options = dict(solver_options or {})
     if rig.hinges is not None:
         h = rig.hinges
         options["hinges"] = (Hinges(h.triples, h.anchors, h.which, h.normal[rows], h.upper[rows]), motion[rows])
     if len(rig.limits):
         options["limits"] = (rig.limits.pairs, rig.limits.min_distance(rig.lengths)[rows])
-    warper = Warper(rig.edges, rig.edge_lengths[rows], rig.binding.body_height, glue=rig.glue,
+    warper = Warper(edges, lengths, rig.binding.body_height, glue=rig.glue,
                     pins=pins.reshape(C * F, *pins.shape[2:]), **options)
     at = np.arange(C) * F
     out = np.empty_like(targets)

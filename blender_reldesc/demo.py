@@ -225,19 +225,13 @@ def _render(scene, path):
         bpy.ops.render.render(write_still=True)
 
 
-def render_before_after(scene, arm, source, adapted, frame, path, view=None, captions=None):
-    """Render ``frame`` with the source and the adapted action side by side into ``path``.
-
-    view : ``(location, rotation_euler)`` of the camera (default: the bridge and beam).
-    captions : the two captions (before, after)."""
-    cam_data = bpy.data.cameras.new("Camera")
-    cam = bpy.data.objects.new("Camera", cam_data)
+def _stage(scene, view, lens, resolution):
+    """A camera at ``view`` ``(location, rotation_euler)``, a sun, a grey-blue world and Cycles
+    at 16 samples on the CPU, writing PNG; returns the camera."""
+    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
     scene.collection.objects.link(cam)
-    # Wide enough for the lowered beam and the bent stretch of the bridge behind it.
-    cam_data.lens = 35
-    location, rotation = view or ((BEAM_X + 1.6, -7.8, 1.15), (np.radians(88), 0.0, 0.0))
-    cam.location = location
-    cam.rotation_euler = rotation
+    cam.data.lens = lens
+    cam.location, cam.rotation_euler = view
     scene.camera = cam
     sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
     sun.rotation_euler = (np.radians(50), np.radians(10), np.radians(30))
@@ -248,8 +242,18 @@ def render_before_after(scene, arm, source, adapted, frame, path, view=None, cap
     scene.render.engine = 'CYCLES'
     scene.cycles.samples = 16
     scene.cycles.device = 'CPU'
-    scene.render.resolution_x, scene.render.resolution_y = 640, 420
+    scene.render.resolution_x, scene.render.resolution_y = resolution
     scene.render.image_settings.file_format = 'PNG'
+    return cam
+
+
+def render_before_after(scene, arm, source, adapted, frame, path, view=None, captions=None):
+    """Render ``frame`` with the source and the adapted action side by side into ``path``.
+
+    view : ``(location, rotation_euler)`` of the camera (default: the bridge and beam).
+    captions : the two captions (before, after)."""
+    # Wide enough for the lowered beam and the bent stretch of the bridge behind it.
+    cam = _stage(scene, view or ((BEAM_X + 1.6, -7.8, 1.15), (np.radians(88), 0.0, 0.0)), 35, (640, 420))
     halves = []
     captions = captions or ("Before: source motion in the edited scene", "After: adapted")
     for action, tag, text in ((source, "before", captions[0]), (adapted, "after", captions[1])):
@@ -393,23 +397,7 @@ def _run_crowd(out_dir, count=9, spacing=0.9):
             ob.hide_render = True
     curve.hide_render = True
     frame = report["frame_start"] + report["frames"] // 2
-    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
-    scene.collection.objects.link(cam)
-    cam.data.lens = 30
-    cam.location = (8.0, -13.0, 7.5)
-    cam.rotation_euler = (np.radians(62), 0.0, np.radians(8))
-    scene.camera = cam
-    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
-    sun.rotation_euler = (np.radians(45), np.radians(10), np.radians(30))
-    scene.collection.objects.link(sun)
-    world = bpy.data.worlds.new("World")
-    world.color = (0.55, 0.6, 0.68)
-    scene.world = world
-    scene.render.engine = 'CYCLES'
-    scene.cycles.samples = 16
-    scene.cycles.device = 'CPU'
-    scene.render.resolution_x, scene.render.resolution_y = 960, 540
-    scene.render.image_settings.file_format = 'PNG'
+    _stage(scene, ((8.0, -13.0, 7.5), (np.radians(62), 0.0, np.radians(8))), 30, (960, 540))
     scene.frame_set(frame)
     _render(scene, os.path.abspath(os.path.join(out_dir, "crowd.png")))
     report = dict(report, scene="crowd", render_frame=frame)

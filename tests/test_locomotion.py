@@ -238,3 +238,27 @@ def test_the_spine_keeps_its_shape_over_hills(carpet):
         assert np.median(bend) < 5.0 and bend.max() < 20.0, (joints, np.median(bend), bend.max())
     thesis = walk(carpet, [curve], steep, rigid_body=False)
     assert _bend(thesis.positions[0], ix("Hips"), ix("Spine"), ix("Spine1")).max() > 30.0
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
+def test_every_rig_convention_walks_over_hills(convention, hills):
+    """Rigs named and built as the common conventions (Rigify's coincident joints, UE's floor
+    root, Mixamo's fingers) bind and walk; bones keep the played clip's lengths frame by frame.
+    (Their generated motion travels but does not plant its feet: nothing is held.)"""
+    from blender_reldesc.core.locomotion.crowd import body_joints, trunk_chain
+    sk, offsets, roles = S.convention_rig(convention)
+    motion = S.posed_motion(sk, offsets, roles, frames=120, limbs="bent", speed=1.2)
+    carpet = bind_carpet(sk, motion)
+    r = walk(carpet, [STRAIGHT], hills, frames=120)
+    P = r.positions[0]
+    assert np.isfinite(P).all() and r.warnings == []
+    assert len(carpet.standing) >= 4                      # the feet and toes can stand
+    played = carpet.layout(120).binding.motion[r.clip_frames[0]]
+    child = np.flatnonzero(sk.parents >= 0)
+    got = np.linalg.norm(P[:, child] - P[:, sk.parents[child]], axis=-1)
+    want = np.linalg.norm(played[:, child] - played[:, sk.parents[child]], axis=-1)
+    assert np.abs(got - want).max() <= 0.02 * max(want.max(), 1e-9) + 1e-9
+    chain = trunk_chain(sk, body_joints(sk, carpet.standing), carpet.motion)
+    u = P[:, chain[1:]] - P[:, chain[:-1]]
+    keep = np.linalg.norm(u, axis=-1).min(axis=0) > 1e-6
+    assert keep.sum() >= 2

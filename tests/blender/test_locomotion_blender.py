@@ -10,7 +10,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from blender_reldesc import adapter, demo, walking  # noqa: E402
+from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import TriMesh  # noqa: E402
 from blender_reldesc.core.locomotion import Terrain  # noqa: E402
 

@@ -582,7 +582,7 @@ class TwistLimits:
         """``(joints (K,), Skeleton)``: the joints the rotations of ``joints`` and ``parents``
         depend on (them, their ancestors, and the children of all of those), as a skeleton of
         their own; ``recover_rotations`` on it gives those rotations exactly as on the whole."""
-        key = id(skeleton)
+        key = tuple(skeleton.parents.tolist())
         if getattr(self, "_part_key", None) != key:
             keep = set()
             for j in np.r_[self.joints, self.parents].tolist():

@@ -222,3 +222,27 @@ def test_flamenco_job_type_compiles_one_task_per_job(shots, tmp_path):
                         os.path.join(ROOT, "farm", "flamenco", "reldesc_batch.js"), str(settings)],
                        capture_output=True, text=True, timeout=60)
     assert "no jobs" in json.loads(r.stdout)["error"]
+
+
+def test_a_job_saves_over_its_input_only_when_it_says_so(shots, tmp_path):
+    shutil.copy(shots / "shots" / "base.blend", tmp_path / "mine.blend")
+    path = tmp_path / "inplace.toml"
+    path.write_text(textwrap.dedent("""
+        [[job]]
+        name = "bind in place"
+        operation = "bind"
+        file = "mine.blend"
+        armature = "Walker"
+        environment = "Environment"
+        overwrite = true
+    """))
+    before = os.path.getmtime(tmp_path / "mine.blend")
+    r = run("batch", str(path), "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    assert os.path.getmtime(tmp_path / "mine.blend") > before
+    # Without overwrite, the same job is refused before anything runs.
+    path.write_text(path.read_text().replace("overwrite = true", ""))
+    stamp = os.path.getmtime(tmp_path / "mine.blend")
+    r = run("batch", str(path), "--workers", "1")
+    assert r.returncode == 2 and "would save over its input file" in r.stderr
+    assert os.path.getmtime(tmp_path / "mine.blend") == stamp

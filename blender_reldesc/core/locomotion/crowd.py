@@ -1,13 +1,19 @@
 """Walking carpets: one character or a crowd along paths over a terrain.
 
 ``walk`` unrolls each character's carpet along its path and onto the terrain
-(``unroll``), rebuilds every joint's target with Eq. 2 from the unrolled descriptors, holds
-the standing joints where they stand (product improvement: the thesis leaves feet to the
-descriptors, which average the terrain over the weight window, so stance feet float or
-sink on bumps and slide; here each stance is pinned to the terrain at the place its
-carpet puts it, eased in and out), and warps all characters in one batched solve: every
-step of the solver covers every character (the batch axis of ``solvers.Warper``), as the
-thesis' GPU version evaluates every joint of every character at once.
+(``unrolling``), rebuilds every joint's target with Eq. 2 from the unrolled descriptors,
+then, as product improvements over the thesis (each switchable, each measured in the README):
+
+- the body above the legs keeps the source's shape, placed by the best fit of its targets and
+  held firmly (``_rigid_body``), and the root stays on its path (``_follow_paths``);
+- the standing feet are held still on the terrain where their carpet puts them, eased in and
+  out (``_stance_pins``); the body goes down where a held foot is out of reach and free feet
+  are kept within reach (``_reach_stances``); a held leg's knee is placed exactly
+  (``_knees_onto_held_feet``);
+
+and warps all characters in one batched solve: every step of the solver covers every
+character (the batch axis of ``solvers.Warper``), as the thesis' GPU version evaluates every
+joint of every character at once.
 """
 
 from __future__ import annotations
@@ -100,7 +106,7 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     Parameters
     ----------
     carpet : Carpet from ``bind_carpet``.
-    paths : list of (P,3) polylines, one per character (or ``unroll.Path``). A path's
+    paths : list of (P,3) polylines, one per character (or ``unrolling.Path``). A path's
         height chooses the level where the terrain has several (a bridge over a valley).
     terrain : TriMesh (static).
     time_offsets : None or (C,) frames of the clip each character starts at (rounded), so a

@@ -166,7 +166,9 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     seconds["unroll"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
-    rig = Rig(binding)
+    # The ducking stage bends the trunk to share a compression with the knees; a rigid body
+    # replaces the trunk's targets, so it would only cost time.
+    rig = Rig(binding, solver_options={"share_compression": not rigid_body})
     J = len(carpet.skeleton)
     index = np.arange(len(laid.points))
     clip = offsets[:, None] + np.arange(frames)                                        # (C,F)

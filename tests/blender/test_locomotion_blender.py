@@ -175,3 +175,41 @@ def test_one_character_per_curve_of_a_collection_and_a_terrain_edited_again(crow
         z, hit = ground.heights(feet[..., :2].reshape(-1, 2), feet[..., 2].reshape(-1))
         gap = feet[..., 2].reshape(-1) - z
         assert hit.all() and gap.min() > -0.01 and np.percentile(gap, 10) < 0.04
+
+
+def test_a_mixamo_named_rig_with_fingers_walks(crowd_scene):
+    """Another convention than the generated walker's: Mixamo names and unkeyed finger bones.
+    The fingers ride with the hands (their keys follow the source's rest pose) and the feet
+    still stand on the terrain."""
+    scene, arm, env, curve = crowd_scene
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones
+    for side in ("Left", "Right"):
+        hand = eb[f"{side}Hand"]
+        for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
+            parent, head = hand, np.array(hand.tail) + np.array([0.0, 0.02 * (k - 2), 0.0])
+            for n in range(1, 4):
+                bone = eb.new(f"{side}Hand{finger}{n}")
+                bone.head, bone.tail = head, head + np.array([0.0, 0.0, -0.025])
+                bone.parent, bone.use_connect = parent, n > 1
+                parent, head = bone, np.array(bone.tail)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    for b in list(arm.data.bones):
+        b.name = "mixamorig:" + b.name
+    assert bpy.ops.reldesc.walk(crowd=1) == {'FINISHED'}
+    ob = bpy.data.objects["Walker.walk.000"]
+    lo, hi = ob.animation_data.action.frame_range
+    frames = np.arange(int(lo), int(hi) + 1, 3)
+    feet = _feet(scene, ob, frames, names=("mixamorig:LeftToe", "mixamorig:RightToe"))
+    z, hit = _terrain(env).heights(feet[..., :2].reshape(-1, 2), feet[..., 2].reshape(-1))
+    gap = feet[..., 2].reshape(-1) - z
+    assert hit.all() and gap.min() > -0.01 and np.percentile(gap, 10) < 0.04
+    # A finger keeps its place on the hand: the distance from the hand's head to a fingertip is
+    # the rest pose's on every frame.
+    rest = (arm.data.bones["mixamorig:LeftHandIndex3"].tail_local - arm.data.bones["mixamorig:LeftHand"].head_local).length
+    for f in frames[::5]:
+        scene.frame_set(int(f))
+        pb = ob.pose.bones
+        d = (pb["mixamorig:LeftHandIndex3"].tail - pb["mixamorig:LeftHand"].head).length
+        assert abs(d - rest) < 1e-4

@@ -22,3 +22,24 @@ def fcurve_snapshot(action):
         fc.keyframe_points.foreach_get("co", co)
         snap[(fc.data_path, fc.array_index)] = co
     return snap
+
+
+def mixamo_with_fingers(arm):
+    """Give the generated walker three unkeyed bones per finger on each hand, then Mixamo's
+    names (``mixamorig:`` before every bone's)."""
+    import bpy
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones
+    for side in ("Left", "Right"):
+        hand = eb[f"{side}Hand"]
+        for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
+            parent, head = hand, np.array(hand.tail) + np.array([0.0, 0.02 * (k - 2), 0.0])
+            for n in range(1, 4):
+                bone = eb.new(f"{side}Hand{finger}{n}")
+                bone.head, bone.tail = head, head + np.array([0.0, 0.0, -0.025])
+                bone.parent, bone.use_connect = parent, n > 1
+                parent, head = bone, np.array(bone.tail)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    for b in list(arm.data.bones):
+        b.name = "mixamorig:" + b.name

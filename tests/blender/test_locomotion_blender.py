@@ -13,6 +13,7 @@ bpy = pytest.importorskip("bpy")
 from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import TriMesh  # noqa: E402
 from blender_reldesc.core.locomotion import Terrain  # noqa: E402
+from blender_helpers import mixamo_with_fingers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -182,21 +183,7 @@ def test_a_mixamo_named_rig_with_fingers_walks(crowd_scene):
     The fingers ride with the hands (their keys follow the source's rest pose) and the feet
     still stand on the terrain."""
     scene, arm, env, curve = crowd_scene
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    eb = arm.data.edit_bones
-    for side in ("Left", "Right"):
-        hand = eb[f"{side}Hand"]
-        for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
-            parent, head = hand, np.array(hand.tail) + np.array([0.0, 0.02 * (k - 2), 0.0])
-            for n in range(1, 4):
-                bone = eb.new(f"{side}Hand{finger}{n}")
-                bone.head, bone.tail = head, head + np.array([0.0, 0.0, -0.025])
-                bone.parent, bone.use_connect = parent, n > 1
-                parent, head = bone, np.array(bone.tail)
-    bpy.ops.object.mode_set(mode='OBJECT')
-    for b in list(arm.data.bones):
-        b.name = "mixamorig:" + b.name
+    mixamo_with_fingers(arm)
     assert bpy.ops.reldesc.walk(crowd=1) == {'FINISHED'}
     ob = bpy.data.objects["Walker.walk.000"]
     lo, hi = ob.animation_data.action.frame_range

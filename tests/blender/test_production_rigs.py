@@ -12,6 +12,7 @@ import pytest
 import bpy
 
 from blender_reldesc import adapter, demo, jobs
+from blender_helpers import mixamo_with_fingers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -91,21 +92,7 @@ def test_unknown_or_empty_bone_sets_say_what_to_do(scene):
 
 def test_a_mixamo_rig_with_fingers_makes_contacts_with_its_feet_not_its_fingers(scene):
     scene, arm, env, bridge, beam = scene
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    eb = arm.data.edit_bones
-    for side, sgn in (("Left", 1), ("Right", -1)):
-        hand = eb[f"{side}Hand"]
-        for k, finger in enumerate(("Thumb", "Index", "Middle", "Ring", "Pinky")):
-            parent, head = hand, np.array(hand.tail) + np.array([0.0, 0.02 * (k - 2), 0.0])
-            for n in range(1, 4):
-                bone = eb.new(f"{side}Hand{finger}{n}")
-                bone.head, bone.tail = head, head + np.array([0.0, 0.0, -0.025])
-                bone.parent, bone.use_connect = parent, n > 1
-                parent, head = bone, np.array(bone.tail)
-    bpy.ops.object.mode_set(mode='OBJECT')
-    for b in list(arm.data.bones):
-        b.name = "mixamorig:" + b.name
+    mixamo_with_fingers(arm)
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     warnings = []
     report = jobs.bake_job(scene, arm, warn=warnings.append)

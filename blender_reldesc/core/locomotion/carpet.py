@@ -293,25 +293,17 @@ def sample_carpet(motion, body_height, cycle_middle=0):
     grid = {}
     kept = []
     size = floor * 4.0
-    for k in np.argsort(r, kind="stable").tolist():     # small radii (feet) first: the lane is dense
-        p, rad = xy[k], r[k]
+
+    def near(p, rad):
         lo = np.floor((p - rad) / size).astype(int)
         hi = np.floor((p + rad) / size).astype(int)
-        near = False
-        for cx in range(lo[0], hi[0] + 1):
-            for cy in range(lo[1], hi[1] + 1):
-                for q in grid.get((cx, cy), ()):
-                    if (q[0] - p[0]) ** 2 + (q[1] - p[1]) ** 2 < rad * rad:
-                        near = True
-                        break
-                if near:
-                    break
-            if near:
-                break
-        if not near:
-            kept.append(p)
-            key = tuple(np.floor(p / size).astype(int).tolist())
-            grid.setdefault(key, []).append(p)
+        cells = ((cx, cy) for cx in range(lo[0], hi[0] + 1) for cy in range(lo[1], hi[1] + 1))
+        return any((q[0] - p[0]) ** 2 + (q[1] - p[1]) ** 2 < rad * rad for cell in cells for q in grid.get(cell, ()))
+
+    for k in np.argsort(r, kind="stable").tolist():     # small radii (feet) first: the lane is dense
+        if not near(xy[k], r[k]):
+            kept.append(xy[k])
+            grid.setdefault(tuple(np.floor(xy[k] / size).astype(int).tolist()), []).append(xy[k])
     return np.asarray(kept).reshape(-1, 2)
 
 

@@ -396,29 +396,36 @@ class Rig:
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
             out = self.twists.limit(sk, out, held)
         bone_of = set(self.bones[:, 1].tolist())
+        jm = np.ascontiguousarray(out.swapaxes(0, 1))                    # (J,n,3): each joint contiguous
+        lengths = np.ascontiguousarray(self.lengths[frames].T)
+        free = None if held is None else ~np.ascontiguousarray(held.T)
         for j in sk.order.tolist():
             parent = sk.parents[j]
             if parent < 0:
                 continue
             if j not in bone_of:                                   # zero-length end bone
-                out[:, j] = out[:, parent]
+                jm[j] = jm[parent]
                 continue
-            d = out[:, j] - out[:, parent]
-            n = np.linalg.norm(d, axis=-1, keepdims=True)
-            new = out[:, parent] + d * (self.lengths[frames, j][:, None] / np.maximum(n, 1e-300))
-            if held is not None:
-                new = np.where(held[:, j, None], out[:, j], new)
-            out[:, j] = new
-        return out
+            d = jm[j] - jm[parent]
+            scale = lengths[j] / np.maximum(np.sqrt(np.einsum("ni,ni->n", d, d)), 1e-300)
+            d *= scale[:, None]
+            d += jm[parent]
+            if free is None:
+                jm[j] = d
+            else:
+                jm[j][free[j]] = d[free[j]]
+        return np.ascontiguousarray(jm.swapaxes(0, 1))
 
     def bone_error(self, positions, frames):
         """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""
         b = self.bones
         if not len(b):
             return np.zeros(len(positions))
-        got = np.linalg.norm(positions[:, b[:, 1]] - positions[:, b[:, 0]], axis=-1)
-        want = self.lengths[frames][:, b[:, 1]]
-        return (np.abs(got - want) / want).mean(axis=1)
+        jm = np.ascontiguousarray(np.swapaxes(positions, 0, 1))          # (J,n,3): gathers of whole joints
+        d = jm[b[:, 1]] - jm[b[:, 0]]
+        got = np.sqrt(np.einsum("bni,bni->bn", d, d))
+        want = self.lengths[frames][:, b[:, 1]].T
+        return (np.abs(got - want) / want).mean(axis=0)
 
 
 class Collisions:

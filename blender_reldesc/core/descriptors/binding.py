@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import constants as C
-from .weights import CoefficientCache, Coefficients, reconstruct
+from .weights import CoefficientCache, Coefficients, frames_of, reconstruct
 from ..errors import BindingError, Cancelled, InputError, SkeletonError
 from ..geometry.mesh import TriMesh
 from ..geometry.proximity import CoverageIndex
@@ -74,6 +74,7 @@ class Binding:
     #: What is learnt from the motion once: hinges and bend limits per set of hinge overrides (see
     #: ``Rig``), segment masses and limb bones (``contacts``).
     _joint_models: dict = field(default_factory=dict, repr=False, compare=False)
+    _reference_frames: tuple = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def descriptor_count(self):
@@ -109,12 +110,15 @@ class Binding:
         ``affinity (n,J)``.
         """
         frames = np.arange(self.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
+        if self._reference_frames is None and not self.mesh.animated:
+            # The descriptors' frames on the bind-time mesh, once (a crowd asks per character).
+            self._reference_frames = frames_of(self.mesh, self.triangles, self.barycentrics, 0)
         out_t, out_a = [], []
         for block in self.cache.covering(int(frames[0]), int(frames[-1]) + 1):
             inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
             if inside.size:
                 t, a = reconstruct(block, self.motion, self.mesh, mesh, self.triangles, self.barycentrics,
-                                   influence, inside, replace)
+                                   influence, inside, replace, self._reference_frames)
                 out_t.append(t)
                 out_a.append(a)
         return np.concatenate(out_t), np.concatenate(out_a)

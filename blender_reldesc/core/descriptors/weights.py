@@ -239,7 +239,8 @@ class CoefficientCache:
             yield self.block(s)                          # computed, used and dropped
 
 
-def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None, replace=None):
+def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None, replace=None,
+                before=None):
     """Joint targets (Eq. 2) and affinities on a (deformed) mesh for one block.
 
     Parameters
@@ -255,6 +256,8 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     replace : optional ``f -> (index (m,), points (m,3), rotations (m,3,3))``: descriptors
         re-embedded (``reembed``), with their origin and the rotation of their relative
         vectors on ``mesh`` at frame f, used instead of their place on the surface.
+    before : optional ``frames_of(reference, tri, bary, 0)`` of a static reference, computed
+        once by the caller (it is also the deformed mesh's when ``mesh is reference``).
 
     Returns
     -------
@@ -309,8 +312,10 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
         frame_of_entry = np.repeat(np.arange(n), np.diff(indptr[::J]))
         columns = desc + frame_of_entry * N
     else:
-        maps = _maps(frames_of(reference, tri, bary, 0), frames_of(mesh, tri, bary, 0), centre,
-                     None if replace is None else replace(0))
+        if before is None:
+            before = frames_of(reference, tri, bary, 0)
+        after = before if mesh is reference else frames_of(mesh, tri, bary, 0)
+        maps = _maps(before, after, centre, None if replace is None else replace(0))
         columns = desc
     sums = sparse.csr_matrix((weight, columns, indptr), shape=(n * J, len(maps))) @ maps    # (rows, 13)
     total = sums[:, 12]

@@ -13,11 +13,15 @@ then, as product improvements over the thesis (each switchable, each measured in
 
 and warps all characters in one batched solve: every step of the solver covers every
 character (the batch axis of ``solvers.Warper``), as the thesis' GPU version evaluates every
-joint of every character at once.
+joint of every character at once. With ``workers`` > 1 the characters are shared among that
+many processes (forked, on Linux), each a batched solve of its own: characters do not
+interact, so the result is the same.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -26,7 +30,6 @@ import numpy as np
 from ..adaptation import Rig
 from ..errors import Cancelled, InputError
 from ..geometry import TriMesh
-from ..skeleton.joints import Hinges
 from ..skeleton.rotations import kabsch
 from ..solvers import Warper
 from .carpet import Carpet
@@ -104,7 +107,7 @@ def lateral_paths(path, count, spacing):
 
 
 def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, hold_stances=True,
-         follow_path=True, rigid_body=True, progress=None, solver_options=None):
+         follow_path=True, rigid_body=True, progress=None, solver_options=None, workers=1):
     """Walk the carpet's clip along each path over the terrain.
 
     Parameters
@@ -128,6 +131,8 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     solver_options : optional dict of ``solvers.Warper`` settings. By default a crowd ends each
         frame with ``CROWD_FINAL_ITERATIONS`` constraint sweeps instead of the clip solver's 12:
         the exact-length pass after the solve removes what they leave.
+    workers : processes to share the characters among (``fork_available()``: on Linux; elsewhere,
+        and from a process that must not fork, 1). The result is the same as with 1.
 
     Returns
     -------
@@ -157,6 +162,79 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
         raise InputError(f"the shortest path ({min(p.length for p in paths):.3g}) is shorter than one frame of "
                          f"the walk ({speed:.3g} per frame): draw a longer path")
     total = int(offsets.max()) + frames
+    options = dict(relax=relax, hold_stances=hold_stances, follow_path=follow_path, rigid_body=rigid_body,
+                   solver_options=solver_options)
+    workers = max(1, min(int(workers), C))
+    if workers > 1 and fork_available():
+        chunks = np.array_split(np.arange(C), workers)
+        parts = _in_processes(lambda k, report: _walk(carpet, [paths[c] for c in chunks[k].tolist()], ground,
+                                                      offsets[chunks[k]], frames, total, t0, report, **options),
+                              len(chunks), progress)
+        result = WalkResult(*(np.concatenate([getattr(r, name) for r in parts]) for name in _STACKED),
+                            warnings=[w for r in parts for w in r.warnings])
+        result.seconds = {k: max(r.seconds[k] for r in parts) for k in parts[0].seconds}
+        result.seconds["workers"] = len(parts)
+        result.seconds["total"] = time.perf_counter() - t0
+        return result
+    return _walk(carpet, paths, ground, offsets, frames, total, t0, progress, **options)
+
+
+#: The fields of ``WalkResult`` with one row per character, in order.
+_STACKED = ("positions", "clip_frames", "pins", "carpets", "stretch", "targets", "bone_error")
+
+
+def fork_available():
+    """Whether ``walk`` can share characters among forked processes here: on Linux only (macOS
+    and Windows libraries are not safe to fork, and spawning would re-import the caller)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _in_processes(run, count, progress):
+    """``[run(k, report) for k in range(count)]`` with part 0 in this process (reporting
+    ``progress``) and the others in forked processes: they see this process's memory, so
+    nothing is pickled on the way in; each result comes back through a pipe."""
+    context = multiprocessing.get_context("fork")
+    children = []
+    try:
+        for k in range(1, count):
+            recv, send = context.Pipe(duplex=False)
+            proc = context.Process(target=_child, args=(run, k, send), daemon=True)
+            proc.start()
+            send.close()
+            children.append((proc, recv))
+        out = [run(0, progress)]
+        for proc, recv in children:
+            try:
+                status, value = recv.recv()
+            except EOFError:
+                raise RuntimeError(f"a worker process of the crowd stopped without a result (exit code "
+                                   f"{proc.exitcode}; out of memory?): walk with workers=1") from None
+            if status == "error":
+                raise value
+            out.append(value)
+        return out
+    finally:
+        for proc, recv in children:
+            recv.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+
+
+def _child(run, k, send):
+    try:
+        send.send(("ok", run(k, None)))
+    except BaseException as e:                     # sent back whole: the caller raises it
+        send.send(("error", e))
+    finally:
+        send.close()
+
+
+def _walk(carpet, paths, ground, offsets, frames, total, t0, progress, relax, hold_stances, follow_path,
+          rigid_body, solver_options):
+    """``walk`` of checked ``Path``s with offsets (C,), ``frames`` and the carpet laid for
+    ``total`` frames (the same for every part of a crowd shared among processes)."""
+    C = len(paths)
     laid = carpet.layout(total)
     binding = laid.binding
     motion = binding.motion
@@ -344,7 +422,7 @@ def _knees_onto_held_feet(carpet, rig, solved, pins, clip):
         held = ~np.isnan(pins[:, :, ankle, 0])
         if not held.any():
             continue
-        a, c, k = solved[held][:, hip], solved[held][:, ankle], solved[held][:, knee]
+        a, c, k = solved[:, :, hip][held], solved[:, :, ankle][held], solved[:, :, knee][held]
         l1 = rig.lengths[clip[held], bones[0]]
         l2 = rig.lengths[clip[held], bones[1]]
         axis = c - a
@@ -411,16 +489,13 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
     row's bone lengths, hinges and limits those of its frame of the played clip ``clip`` (C,F).
     Returns (C,F,J,3). One character solved alone gives what it gives in the crowd."""
     C, F = clip.shape
-    rows = clip.ravel()
-    edges, lengths = rig.edges, rig.edge_lengths[rows]
     options = dict(solver_options or {})
     if rig.hinges is not None:
-        h = rig.hinges
-        options["hinges"] = (Hinges(h.triples, h.anchors, h.which, h.normal[rows], h.upper[rows]), motion[rows])
+        options["hinges"] = (rig.hinges, motion)
     if len(rig.limits):
-        options["limits"] = (rig.limits.pairs, rig.limits.min_distance(rig.lengths)[rows])
-    warper = Warper(edges, lengths, rig.binding.body_height, glue=rig.glue,
-                    pins=pins.reshape(C * F, *pins.shape[2:]), **options)
+        options["limits"] = (rig.limits.pairs, rig.limits.min_distance(rig.lengths))
+    warper = Warper(rig.edges, rig.edge_lengths, rig.binding.body_height, glue=rig.glue,
+                    pins=pins.reshape(C * F, *pins.shape[2:]), rows=clip.ravel(), **options)
     at = np.arange(C) * F
     out = np.empty_like(targets)
     p = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at, tolerance=CROWD_STATIC_TOLERANCE)

@@ -604,7 +604,7 @@ class TwistLimits:
             return np.zeros((len(positions), 0))
         idx, sub, where = self._part(skeleton)
         ref = np.broadcast_to(self.reference[idx], positions.shape[:1] + (len(idx), 3))
-        R = matrix_from_quat(recover_rotations(sub, ref, positions[:, idx]))
+        R = recover_rotations(sub, ref, positions[:, idx], matrices=True)
         rel = np.einsum("fkji,fkjl->fkil", R[:, where[self.parents]], R[:, where[self.joints]])     # R_p^T R_j
         q = quat_from_matrix(rel)
         q = np.where(q[..., :1] < 0, -q, q)

@@ -66,7 +66,7 @@ def kabsch(u, v, weights=None):
     return vt.swapaxes(-1, -2) @ (fix[..., :, None] * uu.swapaxes(-1, -2))
 
 
-def recover_rotations(skeleton, original, adapted, primary=None):
+def recover_rotations(skeleton, original, adapted, primary=None, matrices=False):
     """World-space rotation of each bone from the original to the adapted pose.
 
     Parameters
@@ -77,6 +77,7 @@ def recover_rotations(skeleton, original, adapted, primary=None):
         the bone points at (its tail; -1 for none). Its direction is then met
         exactly: the best-fit rotation is followed by the small swing onto it,
         so a connected child bone starts exactly at the adapted joint.
+    matrices : return (F,J,3,3) rotation matrices instead of quaternions.
 
     Returns
     -------
@@ -121,7 +122,7 @@ def recover_rotations(skeleton, original, adapted, primary=None):
         leaves = np.flatnonzero(level & (count == 0) & (parents >= 0))
         if leaves.size:
             rot[:, leaves] = rot[:, parents[leaves]]
-    return quat_from_matrix(rot)
+    return rot if matrices else quat_from_matrix(rot)
 
 
 def _depths(skeleton):

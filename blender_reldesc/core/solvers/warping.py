@@ -94,12 +94,15 @@ class Warper:
     segments : ``run`` splits a clip longer than this many frames into segments solved
         together (0: never; see ``run``).
     warmup : frames each segment after the first is solved from before its own first frame.
+    rows : optional (R,) int, the frame each row of the batch plays when rows are not frames
+        (a crowd's rows are (character, frame)): lengths, limits, hinges and collisions are
+        looked up by it, pins per row (``pins`` (R,J,3)), without copying per-frame data per row.
     """
 
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
                  final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None,
-                 segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP):
+                 segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP, rows=None):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         order, slices = colour_slices(edges, J)
@@ -117,6 +120,7 @@ class Warper:
         self.hinges = hinges
         self.segments = int(segments)
         self.warmup = int(warmup)
+        self.rows = None if rows is None else np.asarray(rows, np.int64)
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
@@ -142,13 +146,19 @@ class Warper:
                 for ends, sl in colours]
 
     def _prepare(self, fs, affinity):
-        """Per-step arrays for frames ``fs`` (S,) with affinities (S,J), reused by every sweep."""
+        """Per-step arrays for rows ``fs`` (S,) with affinities (S,J), reused by every sweep."""
         s = np.maximum(affinity, C.AFFINITY_FLOOR)
+        frames = self._frames(fs)
         groups = []
+        check = None
         if self.limits is not None:                     # limits first, so each sweep ends on the bone lengths
             pairs, dmin, colours = self.limits
-            groups += self._groups(pairs, dmin[fs], colours, s, True)
-        groups += self._groups(self.edges, self.lengths[fs], self._edge_groups, s, False)
+            groups += self._groups(pairs, dmin[frames], colours, s, True)
+            # A sweep whose poses violate no limit skips the limits' groups (they would move
+            # nothing): one test of every pair instead of a projection per colour.
+            floor = dmin[frames].T
+            check = (np.concatenate([pairs[:, 0], pairs[:, 1]]), floor * floor * (1.0 + 1e-12), len(colours))
+        groups += self._groups(self.edges, self.lengths[frames], self._edge_groups, s, False)
         held = None
         if self.pins is not None:
             pins = self.pins[fs].swapaxes(0, 1)                                  # (J,S,3)
@@ -156,16 +166,23 @@ class Warper:
             if mask.any():
                 held = (mask, np.ascontiguousarray(pins[mask].T))
         damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
-        return fs, groups, held, np.ascontiguousarray(damping.T)[None]
+        return fs, (groups, check), held, np.ascontiguousarray(damping.T)[None]
 
     @staticmethod
-    def _sweep(p, groups, held):
+    def _sweep(p, prepared_groups, held):
         """One Gauss-Seidel sweep over the colour groups of coordinate-major poses ``p`` (3,J,S).
 
         Within a colour no two pairs share a joint, so each colour is one vectorised
         projection (Eq. 11) moving both ends of its pairs. In place: these arrays are small,
         numpy calls count.
         """
+        groups, check = prepared_groups
+        if check is not None:
+            ends, floor2, count = check
+            x = p.take(ends, axis=1)
+            k = len(floor2)
+            if not (np.add.reduce(np.square(x[:, k:] - x[:, :k]), 0) < floor2).any():
+                groups = groups[count:]
         for ends, L, share, at_least in groups:
             x = p.take(ends, axis=1)                                  # (3,2k,S): first ends, second ends
             k = len(L)
@@ -188,7 +205,7 @@ class Warper:
         for _ in range(sweeps):
             self._sweep(new, groups, held)
         if collide and self.collide is not None:
-            new = _coordinate_major(self.collide(_pose_major(new), fs))
+            new = _coordinate_major(self.collide(_pose_major(new), self._frames(fs)))
         return new, p
 
     def _advance(self, fs, previous, target_before, target, affinity):
@@ -359,12 +376,16 @@ class Warper:
                 raise Cancelled(f"cancelled at frame {f} of {F}")
         return out
 
+    def _frames(self, fs):
+        """The frames rows ``fs`` play."""
+        return fs if self.rows is None else self.rows[fs]
+
     def _limit_hinges(self, p, fs):
         hinges, motion = self.hinges
         free = None
         if self.pins is not None:
             free = np.isnan(self.pins[fs][:, hinges.triples[:, 1], 0])     # a pinned knee stays pinned
-        return hinges.limit(p, motion, fs, free)
+        return hinges.limit(p, motion, self._frames(fs), free)
 
     def _glue(self, p):
         for j, parent in self.glue.tolist():

@@ -105,6 +105,8 @@ def main(argv=None):
     ap.add_argument("--characters", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--baseline", type=int, default=10, help="characters walked one by one as the baseline")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                    help="processes to share each crowd among (walk(workers=N)); 1 is the baseline")
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     skel, motion = S.walk(150)
@@ -150,21 +152,20 @@ def main(argv=None):
     print(f"Crowds: {F} frames each over {terrain.triangle_count} triangles, 0.5 m apart, staggered cycles; "
           f"median of {args.repeat}")
     print()
-    print("| characters | walk s | character-frames / s | one by one s | speed-up |")
-    print("|---|---|---|---|---|")
+    print("| characters | workers | walk s | character-frames / s | one by one s | speed-up |")
+    print("|---|---|---|---|---|---|")
     for C in args.characters:
         paths = lateral_paths(line, C, 0.5)
         offsets = (np.arange(C) * 7) % 30
         walk(carpet, paths[:1], terrain, offsets[:1], frames=F)          # the carpet's layout, once
-        t_crowd = median_time(lambda: walk(carpet, paths, terrain, offsets, frames=F), args.repeat)
-        one = ""
-        if C <= args.baseline and C > 1:
-            t_one = median_time(lambda: [walk(carpet, [p], terrain, [o], frames=F) for p, o in zip(paths, offsets)],
-                                args.repeat)
-            one = f"{t_one:.2f} | {t_one / t_crowd:.1f}x"
-        else:
-            one = "| "
-        print(f"| {C} | {t_crowd:.2f} | {C * F / t_crowd:.0f} | {one} |")
+        t_one = None
+        for n in (args.workers if C > 1 else [1]):
+            t_crowd = median_time(lambda: walk(carpet, paths, terrain, offsets, frames=F, workers=n), args.repeat)
+            if t_one is None and 1 < C <= args.baseline:
+                t_one = median_time(lambda: [walk(carpet, [p], terrain, [o], frames=F)
+                                             for p, o in zip(paths, offsets)], args.repeat)
+            one = f"{t_one:.2f} | {t_one / t_crowd:.1f}x" if t_one is not None else "| "
+            print(f"| {C} | {n} | {t_crowd:.2f} | {C * F / t_crowd:.0f} | {one} |")
 
 
 if __name__ == "__main__":

@@ -79,6 +79,8 @@ def build_parser(blender_command=False):
     p.add_argument("--crowd", type=int, default=1, metavar="N", help="characters side by side along --path (default 1)")
     p.add_argument("--spacing", type=float, default=1.0, metavar="METRES",
                    help="distance between neighbours of the crowd (default 1)")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="processes to share the characters among, on Linux (default 1; same result)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write timings, warnings and characters as JSON")
     if not blender_command:
@@ -161,7 +163,7 @@ def run(argv, blender_command=False):
         if args.command == "walk":
             from . import walking
             report = walking.walk_job(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
-                                      progress=jobs._print_progress("walk"), warn=warn)
+                                      progress=jobs._print_progress("walk"), warn=warn, workers=args.workers)
             print(f"reldesc: walked {len(report['characters'])} character(s) of '{report['source']}' for "
                   f"{report['frames']} frames into collection '{report['armature']} walk' "
                   f"(feet standing {100 * report['stance_fraction']:.0f} % of frames)")

@@ -85,8 +85,8 @@ class WalkJob:
 
     label = "walk"
 
-    def __init__(self, scene, arm, terrain, path=None, paths=None, crowd=1, spacing=1.0, warn=print):
-        self.scene, self.arm, self.terrain = scene, arm, terrain
+    def __init__(self, scene, arm, terrain, path=None, paths=None, crowd=1, spacing=1.0, warn=print, workers=1):
+        self.scene, self.arm, self.terrain, self.workers = scene, arm, terrain, workers
         self.path, self.paths, self.crowd, self.spacing, self.warn = path, paths, crowd, spacing, warn
 
     def read(self):
@@ -135,7 +135,7 @@ class WalkJob:
         self.carpet = carpet = bind_carpet(self.skeleton, self.joints)
         C = len(self.polylines)
         offsets = (np.arange(C) * CROWD_STAGGER % 1.0) * carpet.period if C > 1 else None
-        self.result = walk(carpet, self.polylines, self.mesh, offsets, progress=progress)
+        self.result = walk(carpet, self.polylines, self.mesh, offsets, progress=progress, workers=self.workers)
         for w in self.result.warnings:
             self.warn(w)
         self.keys = [self._channels(c) for c in range(C)]
@@ -237,6 +237,7 @@ def remove_characters(arm):
             bpy.data.actions.remove(action)
 
 
-def walk_job(scene, arm, terrain, path=None, paths=None, crowd=1, spacing=1.0, progress=None, warn=print):
-    """Walk and write; returns the report dictionary."""
-    return WalkJob(scene, arm, terrain, path, paths, crowd, spacing, warn).run(progress)
+def walk_job(scene, arm, terrain, path=None, paths=None, crowd=1, spacing=1.0, progress=None, warn=print, workers=1):
+    """Walk and write; returns the report dictionary. ``workers``: see ``core.locomotion.walk``
+    (the command line's ``--workers``; the viewport's job walks in Blender's own process)."""
+    return WalkJob(scene, arm, terrain, path, paths, crowd, spacing, warn, workers).run(progress)

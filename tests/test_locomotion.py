@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from blender_reldesc.core import InputError, TriMesh
+from blender_reldesc.core import Cancelled, InputError, TriMesh
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, lateral_paths, walk
+from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, fork_available, lateral_paths, walk
+from blender_reldesc.core.locomotion import crowd as crowd_module
 
 STRAIGHT = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0]])
 
@@ -149,6 +150,41 @@ def test_a_crowd_equals_its_characters_solved_one_by_one(carpet, hills):
     # Side by side, 1.2 m apart across the path.
     lateral = crowd.positions[:, :, carpet.root, 1].mean(axis=1)
     np.testing.assert_allclose(np.diff(lateral), 1.2, atol=0.05)
+
+
+@pytest.mark.skipif(not fork_available(), reason="walk shares a crowd among forked processes on Linux only")
+def test_a_crowd_shared_among_processes_is_the_same_crowd(carpet, hills):
+    paths = lateral_paths(STRAIGHT, 3, 1.2)
+    offsets = [0, 11, 23]
+    seen = []
+    one = walk(carpet, paths, hills, offsets)
+    two = walk(carpet, paths, hills, offsets, workers=2, progress=lambda done, total: seen.append(done))
+    assert two.seconds["workers"] == 2
+    for name in ("positions", "clip_frames", "pins", "carpets", "stretch", "targets", "bone_error"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+    assert one.warnings == two.warnings
+    assert seen                                          # this process's part reports progress
+    # More workers than characters: one process per character (the carpet is laid for a
+    # shorter clip here, as for one character alone: equal within rounding, see above).
+    np.testing.assert_allclose(walk(carpet, paths[:2], hills, offsets[:2], workers=8).positions,
+                               one.positions[:2], rtol=0, atol=1e-9)
+
+
+@pytest.mark.skipif(not fork_available(), reason="walk shares a crowd among forked processes on Linux only")
+def test_an_error_in_a_worker_process_reaches_the_caller(carpet, hills, monkeypatch):
+    real = crowd_module._walk
+
+    def failing(carpet, paths, *args, **kwargs):
+        if paths[0].name == "path 2":                    # the second process's part
+            raise InputError("made to fail in the worker")
+        return real(carpet, paths, *args, **kwargs)
+
+    monkeypatch.setattr(crowd_module, "_walk", failing)
+    with pytest.raises(InputError, match="made to fail in the worker"):
+        walk(carpet, lateral_paths(STRAIGHT, 3, 1.2), hills, [0, 11, 23], workers=2)
+    with pytest.raises(Cancelled):                       # cancelled in this process: the other stops too
+        walk(carpet, lateral_paths(STRAIGHT, 3, 1.2), hills, [0, 11, 23], workers=2,
+             progress=lambda done, total: False)
 
 
 def test_a_path_on_a_bridge_walks_on_the_bridge(carpet):

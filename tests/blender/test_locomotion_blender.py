@@ -13,7 +13,7 @@ bpy = pytest.importorskip("bpy")
 from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import TriMesh  # noqa: E402
 from blender_reldesc.core.locomotion import Terrain  # noqa: E402
-from blender_helpers import mixamo_with_fingers  # noqa: E402
+from blender_helpers import fcurve_snapshot, mixamo_with_fingers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -133,12 +133,28 @@ def test_walk_command_line(crowd_scene, tmp_path):
     data = json.loads(report.read_text())
     assert data["characters"] == ["Walker.walk.000", "Walker.walk.001"] and data["frames"] > 30
     assert out.exists()
+    # Shared among two processes: the same keys (within rounding: the keys are float32).
+    shared = tmp_path / "shared.blend"
+    r = run("walk", str(path), "--armature", "Walker", "--path", "Path", "--terrain", "Terrain", "--crowd", "2",
+            "--workers", "2", "-o", str(shared))
+    assert r.returncode == 0, r.stderr
+    walked = {}
+    for name, file in (("one", out), ("two", shared)):
+        with bpy.data.libraries.load(str(file), link=False) as (src, dst):
+            dst.actions = [a for a in src.actions if ".walk." in a]
+        walked[name] = [fcurve_snapshot(a) for a in dst.actions]
+    assert len(walked["one"]) == len(walked["two"]) == 2
+    for a, b in zip(walked["one"], walked["two"]):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6)
     before = os.path.getmtime(path)
     base = ["walk", str(path), "--armature", "Walker"]
     for args, code, message in ((["--path", "Path", "--terrain", "Terrain", "--crowd", "0"], 1, "crowd count is 0"),
                                 (["--path", "Nope", "--terrain", "Terrain"], 1, "no object named 'Nope'"),
                                 (["--path", "Path", "--terrain", "Walker"], 1, "no collection named 'Walker'"),
                                 (["--terrain", "Terrain"], 2, "--path"),
+                                (["--path", "Path", "--terrain", "Terrain", "--workers", "0"], 2, "--workers"),
                                 (["--path", "Path", "--paths", "X", "--terrain", "Terrain"], 2, "not allowed")):
         r = run(*base, *args)
         lines = [line for line in r.stderr.splitlines() if line.strip()]

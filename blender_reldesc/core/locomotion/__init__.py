@@ -10,8 +10,8 @@ Contract::
 """
 
 from .carpet import Carpet, Laid, Stance, bind_carpet, carpet_edges, sample_carpet
-from .crowd import WalkResult, lateral_paths, solve_crowd, walk
+from .crowd import WalkResult, fork_available, lateral_paths, solve_crowd, walk
 from .unrolling import STRETCH, Path, Terrain, unroll
 
 __all__ = ["Carpet", "Laid", "Path", "STRETCH", "Stance", "Terrain", "WalkResult", "bind_carpet", "carpet_edges",
-           "lateral_paths", "sample_carpet", "solve_crowd", "unroll", "walk"]
+           "fork_available", "lateral_paths", "sample_carpet", "solve_crowd", "unroll", "walk"]

@@ -500,8 +500,9 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
     out = np.empty_like(targets)
     p = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at, tolerance=CROWD_STATIC_TOLERANCE)
     out[:, 0] = p
+    goals = np.ascontiguousarray(targets.transpose(1, 3, 2, 0))                    # (F,3,J,C), once
     for f in range(1, F):
-        p = warper._advance(at + f, p, targets[:, f - 1], targets[:, f], affinity[:, f])
+        p = warper.advance_coordinates(at + f, np.transpose(p, (2, 1, 0)), goals[f - 1], goals[f], affinity[:, f])
         out[:, f] = p
         if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F - 1) is False:
             raise Cancelled(f"cancelled at frame {f} of {F}")

@@ -209,16 +209,23 @@ class Warper:
         return new, p
 
     def _advance(self, fs, previous, target_before, target, affinity):
-        """Frames ``fs`` (S,) from the previous frames' results (S,J,3) and both frames' targets."""
+        """Frames ``fs`` (S,) from the previous frames' results (S,J,3) and both frames' targets.
+        Returns (S,J,3): a view of a coordinate-major array, so that passing it back as
+        ``previous`` costs no copy."""
+        return self.advance_coordinates(fs, _coordinate_major(previous), _coordinate_major(target_before),
+                                        _coordinate_major(target), affinity)
+
+    def advance_coordinates(self, fs, previous, goal_before, goal, affinity):
+        """``_advance`` with poses and targets given coordinate-major (3,J,S) (a crowd converts
+        its targets once, not per frame). Returns (S,J,3) as ``_advance``."""
         prepared = self._prepare(fs, affinity)
-        p = previous + (target - target_before) if self.feed_forward else previous.copy()
-        p = _coordinate_major(p)
-        goal = _coordinate_major(target)
+        previous = np.ascontiguousarray(previous)                      # free when it is one already
+        p = previous + (goal - goal_before) if self.feed_forward else previous.copy()
         prev = p.copy()
         for i in range(self.substeps):
             sweeps = self.final_iterations if i == self.substeps - 1 else self.iterations
             p, prev = self._step(p, prev, goal, sweeps, prepared)
-        p = _pose_major(p)
+        p = np.transpose(p, (2, 1, 0))                                 # a view: hinges and glue write through
         if self.hinges is not None:
             p = self._limit_hinges(p, fs)
         return self._glue(p)

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from .core.solvers.interaction_mesh import SOLVERS
+
 COMMAND_ID = "reldesc"
 
 
@@ -54,6 +56,9 @@ def build_parser(blender_command=False):
     p.add_argument("--report", metavar="REPORT.json", help="write timings, errors and contacts as JSON")
     p.add_argument("--reposition-contacts", action="store_true",
                    help="move contacts the edit made invalid onto other surfaces")
+    p.add_argument("--solver", type=str.lower, choices=SOLVERS, default=None,
+                   help="descriptors (the warping solver) or interaction_mesh (Ho et al. 2010); "
+                        "default: the file's setting")
     p.add_argument("--effectors", default=None, help="comma-separated contact joints (default: feet, toes, hands)")
     p.add_argument("--contact-distance", type=float, default=None,
                    help="contact distance as a fraction of body height (default 0.015)")
@@ -192,7 +197,7 @@ def run(argv, blender_command=False):
                                        clean=args.clean, interpolation=args.interpolation,
                                        target=args.target.upper())
             report = jobs.bake_job(scene, arm, group, warn=warn, reposition_contacts=args.reposition_contacts,
-                                   contacts=contacts, options=options)
+                                   contacts=contacts, options=options, solver=args.solver)
             print(f"reldesc: baked {report['frames']} frames into '{report['action']}' "
                   f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean, "
                   f"{100 * report['bone_length_error_max']:.3f} % max; contacts: "

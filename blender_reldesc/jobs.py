@@ -18,6 +18,7 @@ import json
 from . import adapter
 from .adapter import SceneError
 from .core import Binding, TriMesh, adapt, bind
+from .core.solvers.interaction_mesh import check_solver
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.keys import (INTERPOLATIONS, Channels, bezier_handles, euler_compatible, play, reduce_keys,
                         rotation_matrices)
@@ -522,9 +523,12 @@ class BakeJob:
     label = "bake"
 
     def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None,
-                 options=None, solver_options=None):
+                 options=None, solver_options=None, solver=None):
         self.scene, self.arm, self.influence_group, self.warn = scene, arm, influence_group, warn
         self.solver_options = solver_options
+        if solver is None:
+            solver = str(getattr(getattr(scene, "reldesc", None), "solver", "DESCRIPTORS")).lower()
+        self.solver = check_solver(solver)
         self.contact_overrides = contacts
         if reposition_contacts is None:
             reposition_contacts = bool(getattr(getattr(scene, "reldesc", None), "reposition_contacts", False))
@@ -570,7 +574,8 @@ class BakeJob:
     def compute(self, progress=None):
         t0 = time.perf_counter()
         options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress,
-                       bone_lengths=self.bone_lengths, hinges=self.hinges, solver_options=self.solver_options)
+                       bone_lengths=self.bone_lengths, hinges=self.hinges, solver_options=self.solver_options,
+                       solver=self.solver)
         self.outcomes = None
         try:
             self.result, self.outcomes = contacts_outcomes(self.bound, self.mesh, self.flags,
@@ -701,7 +706,7 @@ class BakeJob:
             contacts, counts = contact_report(self.outcomes, int(bound.frames[0]), self.mesh)
             _surface_names(bound, contacts, self.outcomes)
             store_contacts(self.arm, contacts, self.flags)
-        return dict(contacts=contacts, contact_counts=counts,
+        return dict(contacts=contacts, contact_counts=counts, solver=self.solver,
             action=action.name, source=self.source.name, frames=int(len(bound.frames)),
             joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
             read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,
@@ -774,15 +779,17 @@ def _limit_report(result, bound, worst=5):
 
 
 def bake_job(scene, arm, influence_group=None, progress=None, warn=print, reposition_contacts=None,
-             contacts=None, options=None):
+             contacts=None, options=None, solver=None):
     """Bake and assign the adapted action; returns the report dictionary.
 
     contacts : optional overrides of the scene's contact settings: ``effectors``
     (list or comma-separated), ``distance`` and ``speed`` (fractions of body height).
     options : ``BakeOptions`` (default: every bound frame, linear keys on every frame,
     assigned as the active action).
+    solver : "descriptors" or "interaction_mesh" (default: the scene's Solver).
     """
-    return BakeJob(scene, arm, influence_group, warn, reposition_contacts, contacts, options).run(progress)
+    return BakeJob(scene, arm, influence_group, warn, reposition_contacts, contacts, options,
+                   solver=solver).run(progress)
 
 
 # --- contacts ----------------------------------------------------------------------

@@ -73,6 +73,12 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     overlay_targets: BoolProperty(name="Targets", default=True, update=_overlay_changed,
                                   description="Draw each joint's target (yellow) and solved position (blue)")
     overlay_size: FloatProperty(name="Size", default=6.0, min=1.0, max=30.0, update=_overlay_changed)
+    solver: EnumProperty(name="Solver", default='DESCRIPTORS', items=[
+        ('DESCRIPTORS', "Descriptors", "Relationship descriptors and the warping solver (fast; live preview)"),
+        ('INTERACTION_MESH', "Interaction Mesh", "Ho, Komura and Tai 2010: the joints and the environment "
+                                                 "points near them tetrahedralised, solved in space-time "
+                                                 "(slower; smooth; bakes only)")],
+        description="The method Bake adapts the motion with (the same binding serves both)")
     reposition_contacts: BoolProperty(name="Re-position Contacts", default=False,
                                       description="Bake moves contacts made invalid by the edit onto other "
                                                   "surfaces (set by Reposition Invalid Contacts)")

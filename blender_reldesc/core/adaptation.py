@@ -22,7 +22,8 @@ from .geometry import Collider
 from .skeleton.joints import (BendLimits, Hinges, TwistLimits, effective_children, representatives,
                               trunk_mask, zero_length)
 from .skeleton.rotations import kabsch, swing
-from .solvers import Warper
+from .solvers import Warper, interaction_mesh
+from .solvers.interaction_mesh import check_solver
 
 
 @dataclass
@@ -815,7 +816,8 @@ class _TrunkModel:
 
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
-          pins=None, collisions=True, solver_options=None, progress=None, hinges=None, embeddings=()):
+          pins=None, collisions=True, solver_options=None, progress=None, hinges=None, embeddings=(),
+          solver="descriptors"):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -845,11 +847,22 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         from the motion (AUTO); ON forces a joint to be a hinge, OFF never.
     embeddings : ``descriptors.Reembedded`` of moved contacts: over their frames, the targets
         blend to those of the re-embedded descriptors (``contacts.adapt_with_contacts``).
+    solver : "descriptors" (the relationship descriptors and the warping solver, default) or
+        "interaction_mesh" (Ho, Komura and Tai 2010: ``solvers.interaction_mesh``, on the same
+        binding; ``solver_options`` then holds its settings: morph_steps, settle_steps,
+        window, overlap, environment_points, acceleration_weight, collision_weight,
+        pin_weight). Either gives an ``AdaptResult``; with the interaction mesh ``targets``
+        are still the descriptors' (for comparison) and ``bone_length_error`` is what its
+        linearised bone lengths leave before the exact-length pass.
 
     Returns
     -------
     AdaptResult.
     """
+    check_solver(solver)
+    if solver == "interaction_mesh":
+        return _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_override, vertex_influence,
+                                       pins, collisions, solver_options, progress, hinges)
     rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, solver_options, hinges)
     rig.embeddings = list(embeddings)
     check_topology(binding, deformed_mesh)
@@ -861,6 +874,31 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         collide = Collisions(deformed_mesh, binding.body_height, binding.frame_count)
         collide.set_targets(frames, targets)
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
+    positions = rig.finish(solved, frames)
+    residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
+    return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
+                       rig.limit_violations(positions, frames), rig.unbound_names(), rig.hinge_names)
+
+
+def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_override, vertex_influence, pins,
+                            collisions, solver_options, progress, hinges):
+    """``adapt`` with the interaction-mesh solver (see ``adapt``)."""
+    options = dict(solver_options or {})
+    known = {"morph_steps", "settle_steps", "window", "overlap", "environment_points", "acceleration_weight",
+             "collision_weight", "pin_weight", "limits"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InputError(f"unknown interaction-mesh solver options {', '.join(unknown)}: use "
+                         f"{', '.join(sorted(known))}")
+    rig_options = {"limits": options.pop("limits")} if "limits" in options else {}
+    rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, rig_options, hinges)
+    check_topology(binding, deformed_mesh)
+    _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
+    targets, affinity = rig.targets(deformed_mesh)
+    frames = np.arange(binding.frame_count)
+    solved, _ = interaction_mesh.solve(binding.motion, rig.bones, rig.lengths, rig.glue, binding.mesh, deformed_mesh,
+                                       binding.triangles, binding.barycentrics, binding.body_height, pins=rig.pins,
+                                       collisions=collisions, progress=progress, **options)
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,

@@ -75,6 +75,7 @@ class RELDESC_PT_bake_options(bpy.types.Panel):
         row.prop(s, "bake_clean_tolerance")
         layout.prop(s, "bake_interpolation")
         layout.prop(s, "bake_target")
+        layout.prop(s, "solver")
 
 
 class _SubPanel:

@@ -43,7 +43,14 @@ def test_bind_then_bake_with_report(scene_file, tmp_path):
                 "bone_length_error_mean", "bone_length_error_max"):
         assert key in data
     assert data["frames"] == 30 and len(data["bone_length_error_per_frame"]) == 30
+    assert data["solver"] == "descriptors"
     assert baked.exists()
+    # The same binding baked with the interaction-mesh solver.
+    r = run("bake", str(bound), "--armature", "Walker", "-o", str(baked), "--report", str(report),
+            "--solver", "interaction_mesh")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    assert data["solver"] == "interaction_mesh" and data["frames"] == 30 and data["bone_length_error_max"] < 0.01
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -53,6 +60,7 @@ def test_bind_then_bake_with_report(scene_file, tmp_path):
     (("bind", "/no/such/file.blend", "--armature", "Walker", "--environment", "Environment"), 1, "no such file"),
     (("bind", "{scene}", "--environment", "Environment"), 2, "--armature"),
     (("frobnicate",), 2, "invalid choice"),
+    (("bake", "{scene}", "--armature", "Walker", "--solver", "fem"), 2, "choose from 'descriptors', 'interaction_mesh'"),
     (("bind", "{scene}", "--armature", "Walker", "--environment", "Environment", "-o", "/no/such/dir/x.blend"), 1,
      "does not exist"),
 ])

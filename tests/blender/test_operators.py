@@ -41,6 +41,34 @@ def test_bind_and_bake_reproduce_the_core_within_a_millimetre(scene):
     assert scene.reldesc.last_frames == 40
 
 
+def test_bake_with_the_interaction_mesh_solver(scene):
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    demo.bend_bridge(bridge)
+    scene.reldesc.solver = 'INTERACTION_MESH'
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    bound = jobs.Bound(arm)
+    mesh = bound.binding.mesh.with_vertices(bound.read_environment(scene))
+    result = adapt(bound.binding, mesh, solver="interaction_mesh")
+    heads = heads_over_frames(scene, arm, bound.frames)
+    assert np.abs(heads - result.positions[:, bound.head_joint]).max() < 1e-3
+    # Not the descriptors' result: the other solver really ran (and both follow the sagging deck).
+    other = adapt(bound.binding, mesh)
+    assert np.abs(other.positions - result.positions).max() > 1e-3
+    # The standing toes stay on the sagging deck as high as they stood on the flat one.
+    from blender_reldesc.core.geometry import Collider
+    sk = bound.binding.skeleton
+    toes = [sk.index("LeftToe"), sk.index("RightToe")]
+    flat, bent = bound.binding.mesh, mesh
+    before = Collider(flat.frame(0), flat.normals(0), flat.triangles, flat.valid, 0.5).signed_distance(
+        bound.binding.motion[:, toes].reshape(-1, 3))[0]
+    after = Collider(bent.frame(0), bent.normals(0), bent.triangles, bent.valid, 0.5).signed_distance(
+        result.positions[:, toes].reshape(-1, 3))[0]
+    standing = before < 0.03
+    assert standing.sum() > 10 and np.abs(after - before)[standing].max() < 0.02
+
+
 def test_rebake_replaces_the_adapted_action(scene):
     scene, arm, *_ = scene
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")

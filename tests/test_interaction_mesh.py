@@ -126,3 +126,23 @@ def test_bad_input(scene):
     with pytest.raises(InputError, match="cannot be tetrahedralised"):
         IM.solve(flat_motion, Skeleton(names, [-1, 0, 1]).bones, np.full((4, 3), 0.3), np.zeros((0, 2), int),
                  plane, plane, np.array([0, 1]), np.full((2, 3), 1 / 3), 1.0)
+
+
+def test_bend_limits_keep_the_neck_from_folding_under_a_lowered_beam():
+    skel, motion = S.walk(60)
+    x1 = motion[..., 0].max() + 1.0
+    floor = S.grid(x1 + 2.0, 2.0, int(x1 / 0.25) + 8, 8, origin=(-2.0, -1.0))
+    v, t, ranges = S.merge(floor, S.box((0.5 * x1, 0.0, 2.1), (0.3, 1.6, 0.3), subdivisions=3))
+    lowered = v.copy()
+    a, b = ranges[1]
+    lowered[a:b, 2] -= 0.4
+    binding = bind(skel, motion, TriMesh(v, t))
+    edited = TriMesh(lowered, t)
+    limited = adapt(binding, edited, solver="interaction_mesh")
+    paper = adapt(binding, edited, solver="interaction_mesh", solver_options={"limits": None})
+    head = skel.index("Head")
+    for r in (limited, paper):                         # both duck under the beam
+        assert (r.positions[:, head, 2] - motion[:, head, 2]).min() < -0.25
+    # The paper's solver (no joint limits) folds the trunk; with the (soft) limits it stays within 10°.
+    assert paper.joint_limit_violations.max() > 20.0
+    assert limited.joint_limit_violations.max() < 10.0

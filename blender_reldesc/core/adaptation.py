@@ -885,7 +885,7 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
     """``adapt`` with the interaction-mesh solver (see ``adapt``)."""
     options = dict(solver_options or {})
     known = {"morph_steps", "settle_steps", "window", "overlap", "environment_points", "acceleration_weight",
-             "collision_weight", "pin_weight", "limits"}
+             "collision_weight", "pin_weight", "limit_weight", "limits"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise InputError(f"unknown interaction-mesh solver options {', '.join(unknown)}: use "
@@ -896,9 +896,12 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
     frames = np.arange(binding.frame_count)
+    limits = None
+    if len(rig.limits) and rig.solver_options.get("limits", True) is not None:
+        limits = (rig.limits.pairs, rig.limits.min_distance(rig.lengths))
     solved, _ = interaction_mesh.solve(binding.motion, rig.bones, rig.lengths, rig.glue, binding.mesh, deformed_mesh,
                                        binding.triangles, binding.barycentrics, binding.body_height, pins=rig.pins,
-                                       collisions=collisions, progress=progress, **options)
+                                       collisions=collisions, progress=progress, limits=limits, **options)
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,

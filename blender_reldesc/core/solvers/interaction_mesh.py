@@ -53,6 +53,9 @@ SETTLE_STEPS = 2
 ACCELERATION_WEIGHT = 0.2
 #: Weight of a soft collision constraint (paper: 4.0).
 COLLISION_WEIGHT = 4.0
+#: Weight of a bend limit (soft; see ``solve``). Measured on the lowered beam: 4 (the collisions'
+#: weight) leaves 29 degrees past a limit, 100 about 10, 1e4 oscillates (22).
+LIMIT_WEIGHT = 100.0
 #: Weight of a pin (soft; see the module docstring).
 PIN_WEIGHT = 1e4
 #: Environment points per frame: the descriptors nearest the frame's joints.
@@ -138,7 +141,8 @@ def _mesh_of_frame(joints, env, bones_set, body_height, f):
 def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentrics, body_height, *,
           pins=None, collisions=True, progress=None, morph_steps=MORPH_STEPS, settle_steps=SETTLE_STEPS,
           window=WINDOW, overlap=OVERLAP, environment_points=ENVIRONMENT_POINTS,
-          acceleration_weight=ACCELERATION_WEIGHT, collision_weight=COLLISION_WEIGHT, pin_weight=PIN_WEIGHT):
+          acceleration_weight=ACCELERATION_WEIGHT, collision_weight=COLLISION_WEIGHT, pin_weight=PIN_WEIGHT,
+          limits=None, limit_weight=LIMIT_WEIGHT):
     """Joint positions (F,J,3) adapting ``motion`` (F,J,3) to the ``deformed`` environment.
 
     bones : (B,2) (parent, child) joints with a length; lengths : (F,J) each bone's target length
@@ -146,6 +150,10 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
     original, deformed : the bind-time and the current TriMesh (same triangles).
     triangles, barycentrics : the binding's descriptors, the environment's sample points.
     pins : optional (F,J,3), NaN where free. progress : optional ``(done, total)``; False cancels.
+    limits : optional ``(pairs (P,2), min_distance (F,P))``, bend limits as the descriptors'
+        solver has them (``skeleton.joints.BendLimits``): a joint bent past its limit gets a soft
+        constraint on its parent-child distance (``limit_weight``) for the next step. The paper has
+        no joint limits; without them a beam lowered onto the head folds the neck (benchmarks).
 
     Returns ``positions (F,J,3), info`` with ``info`` a dict: ``windows``, ``collision_rows``
     (soft collision constraints in the last solve of each window, summed), ``points`` (mean
@@ -207,7 +215,7 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
     out = np.empty_like(motion)
     starts = list(range(0, max(F - overlap, 1), window - overlap))
     info = {"windows": len(starts), "collision_rows": 0, "points": 0.0}
-    total_steps = len(starts) * (morph_steps + settle_steps)
+    total_steps = len(starts) * (morph_steps + 2 * settle_steps)          # at most: see _solve_window
     done = 0
     for k, s in enumerate(starts):
         e = min(F, s + window)
@@ -235,10 +243,15 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
             if progress is not None and progress(done, total_steps) is False:
                 raise Cancelled(f"cancelled at step {done} of {total_steps}")
 
+        bend = None
+        if limits is not None and len(limits[0]):
+            pairs = slot[np.asarray(limits[0], np.int64)]
+            ok = (pairs >= 0).all(axis=1)
+            bend = (pairs[ok], np.asarray(limits[1], float)[s:e][:, ok], limit_weight)
         result, rows = _solve_window(motion[s:e][:, free_joints], bone_slots, lengths[s:e][:, bones[:, 1]],
                                      meshes, envs, pins[s:e][:, free_joints] if pins is not None else None,
                                      held, collide, H, morph_steps, settle_steps, acceleration_weight,
-                                     collision_weight, pin_weight, step)
+                                     collision_weight, pin_weight, step, bend)
         info["collision_rows"] += rows
         first = 0 if k == 0 else min(2, e - s)
         out[s + first:e][:, free_joints] = result[first:]
@@ -253,7 +266,7 @@ def _collider(mesh, f, H):
 
 
 def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, morph_steps, settle_steps,
-                  w_acc, w_col, w_pin, step):
+                  w_acc, w_col, w_pin, step, bend=None):
     """One window: ``src`` (W,J',3) source joints, ``bones`` (B,2) joint slots, ``lengths`` (W,B)
     target bone lengths; returns the solved joints (W,J',3) and the collision rows of the last
     solve."""
@@ -313,7 +326,9 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
     allowed = _allowed_depth(src, collide) if collide is not None else None
     # Collision constraints (frame, joint) -> (normal, target along it), renewed after each solve.
     contacts = {}
+    bent = {}                                   # (frame, limit pair) -> (direction, distance to keep)
     steps = [min(1.0, (s + 1) / morph_steps) for s in range(morph_steps)] + [1.0] * settle_steps
+    extra = settle_steps              # more solves at the targets while the last one added constraints
     # Per frame the environment's best fit from the source to now: rotation (as a rotation
     # vector, to interpolate), centroids, and what the fit leaves (the non-rigid edit).
     fits = []
@@ -322,7 +337,8 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
         rot = kabsch((e_src - c0)[None], (e_now - c1)[None])[0]
         fits.append((Rotation.from_matrix(rot).as_rotvec(), c0, c1, e_now - ((e_src - c0) @ rot.T + c1)))
     moved = [(np.eye(3), fit[1]) for fit in fits]                      # the fit at the previous step
-    for t in steps:
+    while steps:
+        t = steps[0]
         # The environment at this step: the rigid part of the edit interpolated as a rotation,
         # the rest linearly, so a rigid edit stays rigid at every step. The pose found at the
         # previous step is carried by the change of the fit (the linearisation point: exact
@@ -368,6 +384,18 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
             Q = Q + w_col * (Cm.T @ Cm)
             g = g + w_col * (Cm.T @ goal)
         col_rows = len(contacts)
+        if bent:
+            keys = list(bent)
+            pairs, _, w_lim = bend
+            dirs_l = np.array([bent[k][0] for k in keys])
+            goal = np.array([bent[k][1] for k in keys])
+            a_cols = np.array([idx[f, pairs[p, 0]] for f, p in keys])
+            c_cols = np.array([idx[f, pairs[p, 1]] for f, p in keys])
+            Lm = sparse.csr_matrix((np.concatenate([dirs_l, -dirs_l], axis=1).ravel(),
+                                    (np.repeat(np.arange(len(keys)), 6), np.concatenate([c_cols, a_cols], axis=1).ravel())),
+                                   shape=(len(keys), n))
+            Q = Q + w_lim * (Lm.T @ Lm)
+            g = g + w_lim * (Lm.T @ goal)
         # Hard: bone lengths, linearised about the current pose: n·(x_b - x_a) = l.
         lt = src_len + t * (lengths - src_len)
         d = X[:, bones[:, 1]] - X[:, bones[:, 0]]                             # (W,B,3)
@@ -387,8 +415,15 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
         except RuntimeError:                                                # singular: least squares instead
             x = lsqr(kkt, rhs, atol=1e-12, btol=1e-12)[0]
         X = x[:n].reshape(W, Jv, 3)
+        before = set(contacts) | set(bent)
         if collide is not None:
             contacts = _collisions(X, allowed, collide, H, contacts)
+        if bend is not None:
+            bent = _bends(X, bend, bent)
+        if len(steps) == 1 and extra > 0 and not (set(contacts) | set(bent)) <= before:
+            steps.append(1.0)
+            extra -= 1
+        steps.pop(0)
         step(t)
     return X, col_rows
 
@@ -413,6 +448,22 @@ def _collisions(X, allowed, collide, H, contacts):
         f, j = int(f), int(j)
         if sd[f, j] < allowed[f, j] or (f, j) in contacts:
             out[(f, j)] = (normal[f, j], float(normal[f, j] @ X[f, j] + (allowed[f, j] - sd[f, j])))
+    return out
+
+
+def _bends(X, bend, bent):
+    """Soft bend limits for ``X`` (W,J',3): per (frame, pair) bent past its limit (parent-child
+    closer than allowed) the direction between them and the distance to keep. Earlier ones stay
+    while the pair is within 1 % of its limit."""
+    pairs, dmin, _ = bend
+    d = X[:, pairs[:, 1]] - X[:, pairs[:, 0]]
+    dist = np.linalg.norm(d, axis=-1)
+    near = dist < dmin * 1.01
+    out = {}
+    for f, p in zip(*np.nonzero(near)):
+        f, p = int(f), int(p)
+        if dist[f, p] < dmin[f, p] or (f, p) in bent:
+            out[(f, p)] = (d[f, p] / max(dist[f, p], 1e-12), float(dmin[f, p]))
     return out
 
 

@@ -371,14 +371,21 @@ class Rig:
                 targets[r, j] = targets[r, parent] + np.einsum("fij,fj->fi", rot[miss],
                                                                motion[r, j] - motion[r, parent])
 
-    def warper(self, collide=None):
+    def warper(self, collide=None, frames=None):
+        """The warping solver of this rig; with ``frames`` (n,), one that solves those frames only
+        (the rows of its batch are them, e.g. a reach's window)."""
         options = dict(self.solver_options)
         if "hinges" not in options:
             options["hinges"] = None if self.hinges is None else (self.hinges, self.binding.motion)
         if "limits" not in options and len(self.limits):
             options["limits"] = (self.limits.pairs, self.limits.min_distance(self.lengths))
+        pins = self.pins
+        if frames is not None:
+            frames = np.asarray(frames, np.int64)
+            options["rows"] = frames
+            pins = None if pins is None else pins[frames]
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
-                      pins=self.pins, collide=collide, **options)
+                      pins=pins, collide=collide, **options)
 
     def finish(self, positions, frames, held=None):
         """Twist limits, then exact bone lengths: each joint moved along its bone, parents first.

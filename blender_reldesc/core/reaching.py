@@ -1,0 +1,377 @@
+"""Reaching: a hand reaches a target the animator places (Mousas and Newbury; seed 004).
+
+The base motion is the binding's, adapted to the environment as it is (``adapt``). Around the
+reach's frame a window of frames is solved again:
+
+1. **Reference postures.** The database (other clips of the same skeleton) is aligned, posture
+   by posture, on the base's trunk at the reach's frame (best-fit rotation of the trunk about
+   the arm's anchor joint). Along the straight line from the hand's unreached position to the
+   target, at ``STEPS`` equal distance steps, the posture whose hand is nearest each step is
+   registered; the posture nearest the target ends the series, with its hand on the target.
+2. **Internal graphs.** Per joint of the arm (the anchor's child down to the hand) the series of
+   positions is a graph; discontinuities are found with a Laplacian of Gaussian (σ =
+   ``LOG_SIGMA`` samples) and normalised (a sample whose |LoG| exceeds the series' mean moves
+   towards its neighbours by 1 - mean / |LoG|: our reading of Eq. 3, which as printed scales
+   positions by a ratio), then smoothed by a moving average of ``2 n + 1`` samples (Eq. 4), the
+   first and last samples pinned.
+3. **Timing per body part**, learnt from the database: per arm joint, the mean over the clips of
+   its distance from its starting position against normalised time, up to its farthest point
+   (the paper's time-warping graphs); without a database, a minimum-jerk profile.
+4. **The reach.** Over the window the hand goes from where the base has it to the target and
+   back along its graph (the chord from the hand to the target, bent as the graph bends), each
+   arm joint's target shifted along its own graph by its own timing, all carried with the
+   trunk's motion. The hand is pinned to that path (a moving target, one position per frame, is
+   followed); the other joints keep their relation to the environment through the descriptors
+   (reaching while seated keeps the seat), solved by the warping solver with the same hinges,
+   limits and exact-length pass as a bake.
+
+Positions only: the paper registers rotations too (Euler angles); here the bone rotations follow
+from the positions as in every bake.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.ndimage import gaussian_laplace
+
+from .adaptation import AdaptResult, Collisions, Rig, adapt
+from .descriptors.binding import Binding
+from .errors import InputError
+from .geometry import TriMesh
+from .skeleton.rotations import kabsch, swing
+
+#: Distance steps along the straight line from the hand to the target (reference postures).
+STEPS = 12
+#: Width (samples) of the Laplacian-of-Gaussian that finds discontinuities in a graph.
+LOG_SIGMA = 1.0
+#: Half width n of the moving average of 2 n + 1 samples (Eq. 4).
+SMOOTH_HALF = 2
+#: Samples of a learnt timing curve.
+TIMING_SAMPLES = 64
+#: The hand's path is kept within this fraction of the arm's length from its anchor, except at
+#: the reach's frame (where the target is checked against the whole length).
+REACH_MARGIN = 0.97
+#: Constraint sweeps ending each frame of a reach's window (the exact-length pass follows).
+FINAL_ITERATIONS = 3
+#: The window is solved as a batch of static solves from the base's poses (``sequential=False``):
+#: at most this many steps each, until no joint moves more than SETTLE_TOLERANCE body heights.
+SETTLE_STEPS = 25
+SETTLE_TOLERANCE = 1e-6
+#: Default frames before and after the reach's frame.
+WINDOW = 30
+
+
+@dataclass
+class ReachInfo:
+    """What a reach did.
+
+    hand, anchor : joint names (the anchor: the trunk joint the arm hangs from).
+    frame : the frame the hand is on the target; window : (first, last) frame solved again.
+    distance : from the arm's first joint (the anchor's child) to the target at the frame;
+    reach : the length of the arm's bones below that joint.
+    hand_error : the hand's distance from the target at the frame.
+    references : (clip, frame) of the database postures registered, in order along the line.
+    seconds : time of the reach's solve (the base adapt not included).
+    """
+
+    hand: str
+    anchor: str
+    frame: int
+    window: tuple
+    distance: float
+    reach: float
+    hand_error: float
+    references: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def arm_chain(skeleton, hand):
+    """``(anchor, chain)``: the nearest ancestor of ``hand`` with two or more children (the chest
+    an arm hangs from), and the joints below it down to the hand (shoulder ... hand)."""
+    chain = [hand]
+    j = int(skeleton.parents[hand])
+    while j >= 0 and len(skeleton.children(j)) < 2:
+        chain.append(j)
+        j = int(skeleton.parents[j])
+    if j < 0:
+        raise InputError(f"'{skeleton.names[hand]}' hangs from no joint with several children: name a hand "
+                         "of an arm (a joint below the chest)")
+    return j, np.array(chain[::-1], np.int64)
+
+
+def _two_bone(top, middle, end, l1, l2):
+    """``(middle, end)`` (n,3): the middle joint at lengths l1, l2 from ``top`` and ``end``, on the
+    side it was; an end out of reach is brought in along the line (the arm straight towards it)."""
+    axis = end - top
+    dist = np.linalg.norm(axis, axis=1)
+    axis /= np.maximum(dist, 1e-300)[:, None]
+    d = np.clip(dist, np.abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-12))
+    end = top + d[:, None] * axis
+    along = (l1 ** 2 - l2 ** 2 + d ** 2) / (2.0 * d)
+    height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
+    side = (middle - top) - np.einsum("ni,ni->n", middle - top, axis)[:, None] * axis
+    side /= np.maximum(np.linalg.norm(side, axis=1), 1e-300)[:, None]
+    return top + along[:, None] * axis + height[:, None] * side, end
+
+
+def _below(skeleton, k, ancestor):
+    while k >= 0:
+        if k == ancestor:
+            return True
+        k = int(skeleton.parents[k])
+    return False
+
+
+def _trunk(skeleton, anchor, chain):
+    """Joints that carry the arm: the anchor, its ancestors and its other children."""
+    out = [anchor]
+    j = int(skeleton.parents[anchor])
+    while j >= 0:
+        out.append(j)
+        j = int(skeleton.parents[j])
+    out += [int(k) for k in skeleton.children(anchor) if k != chain[0]]
+    return np.array(sorted(set(out)), np.int64)
+
+
+def minimum_jerk(t):
+    t = np.clip(t, 0.0, 1.0)
+    return t ** 3 * (10.0 - 15.0 * t + 6.0 * t * t)
+
+
+def normalise_graph(series, sigma=LOG_SIGMA, half=SMOOTH_HALF):
+    """Discontinuities of a graph (n,3) found by a Laplacian of Gaussian and normalised, then a
+    moving average of 2 ``half`` + 1 samples; the first and last samples are kept."""
+    g = np.array(series, dtype=float)
+    n = len(g)
+    if n < 3:
+        return g
+    log = np.stack([gaussian_laplace(g[:, c], sigma, mode="nearest") for c in range(3)], axis=1)
+    size = np.linalg.norm(log, axis=1)
+    mean = size[1:-1].mean()
+    jump = np.flatnonzero(size > mean)
+    jump = jump[(jump > 0) & (jump < n - 1)]
+    if jump.size and mean > 0:
+        local = 0.5 * (g[jump - 1] + g[jump + 1])
+        g[jump] += (1.0 - mean / size[jump])[:, None] * (local - g[jump])
+    out = g.copy()
+    for k in range(1, n - 1):
+        h = min(half, k, n - 1 - k)                       # narrower near the pinned ends
+        out[k] = g[k - h:k + h + 1].mean(axis=0)
+    return out
+
+
+def _along(graph, u):
+    """Points of a graph (n,3) at parameters u (m,) in [0,1] (linear between samples)."""
+    n = len(graph)
+    x = np.clip(np.asarray(u, float), 0.0, 1.0) * (n - 1)
+    k = np.minimum(x.astype(np.int64), n - 2)
+    w = (x - k)[:, None]
+    return graph[k] * (1.0 - w) + graph[k + 1] * w
+
+
+def learn_timing(database, joints):
+    """Per joint (K,) a timing curve (TIMING_SAMPLES,) in [0,1]: the mean over the clips of the
+    joint's distance from its first position, up to its farthest, against normalised time."""
+    curves = np.zeros((len(joints), TIMING_SAMPLES))
+    count = np.zeros(len(joints))
+    t = np.linspace(0.0, 1.0, TIMING_SAMPLES)
+    for clip in database:
+        for i, j in enumerate(joints.tolist()):
+            d = np.linalg.norm(clip[:, j] - clip[0, j], axis=-1)
+            top = int(np.argmax(d))
+            if top < 2 or d[top] <= 1e-9:
+                continue
+            part = np.maximum.accumulate(d[:top + 1] / d[top])
+            curves[i] += np.interp(t * top, np.arange(top + 1), part)
+            count[i] += 1
+    out = np.where(count[:, None] > 0, curves / np.maximum(count, 1)[:, None], minimum_jerk(t)[None])
+    out = np.maximum.accumulate(out, axis=1)
+    out -= out[:, :1]
+    return out / np.maximum(out[:, -1:], 1e-12)
+
+
+class ReachSession:
+    """Reaches on one adapted motion: the base ``adapt`` once, then each ``reach`` solves its
+    window only (an animator moving the target pays that alone).
+
+    binding : Binding; mesh : the environment now (default: the bind-time one).
+    database : clips (F_k,J,3) of the same skeleton (joint positions, world space), e.g.
+        other reaching actions; empty: a straight reach with a minimum-jerk timing.
+    sequential : solve a reach's window frame after frame from its first frame, as ``adapt``
+        does (slower), instead of as one batch of static solves from the base's poses.
+    adapt_options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
+    """
+
+    def __init__(self, binding, mesh=None, database=(), sequential=False, **adapt_options):
+        if not isinstance(binding, Binding):
+            raise InputError("binding must be a Binding from bind() or Binding.load()")
+        self.binding = binding
+        self.mesh = binding.mesh if mesh is None else mesh
+        if not isinstance(self.mesh, TriMesh):
+            raise InputError("mesh must be a TriMesh")
+        J = len(binding.skeleton)
+        self.database = []
+        for k, clip in enumerate(database):
+            clip = np.asarray(clip, dtype=float)
+            if clip.ndim != 3 or clip.shape[1:] != (J, 3) or len(clip) < 2:
+                raise InputError(f"database clip {k} has shape {clip.shape}: give (frames, {J}, 3) joint positions "
+                                 "of the same skeleton, at least 2 frames")
+            if not np.all(np.isfinite(clip)):
+                raise InputError(f"database clip {k} has NaN or inf positions")
+            self.database.append(clip)
+        self.sequential = bool(sequential)
+        self.options = dict(adapt_options)
+        self.base = adapt(binding, self.mesh, **self.options)
+
+    def reach(self, hand, target, frame, window=WINDOW, progress=None):
+        """The base motion with ``hand`` (name or index) on ``target`` at ``frame``.
+
+        target : (3,) or (F,3), a point or one per frame (a moving target, followed over the
+            window). window : frames before and after ``frame`` over which the reach goes out
+            and back (clipped to the clip).
+        Returns ``(AdaptResult, ReachInfo)``. A target beyond the arm's reach raises InputError
+        naming the distance and the reach; nothing else is changed.
+        """
+        t0 = time.perf_counter()
+        b = self.binding
+        sk, F = b.skeleton, b.frame_count
+        hand = sk.index(hand) if isinstance(hand, str) else int(hand)
+        if not 0 <= hand < len(sk):
+            raise InputError(f"hand joint {hand} is not in the skeleton (0..{len(sk) - 1})")
+        frame = int(frame)
+        if not 0 <= frame < F:
+            raise InputError(f"frame {frame} is outside the clip (0..{F - 1})")
+        window = int(window)
+        if window < 1:
+            raise InputError(f"window must be at least 1 frame, got {window}")
+        target = np.asarray(target, dtype=float)
+        if target.shape == (3,):
+            target = np.broadcast_to(target, (F, 3))
+        if target.shape != (F, 3):
+            raise InputError(f"target must be (3,) or ({F},3), got {target.shape}")
+        if not np.all(np.isfinite(target)):
+            raise InputError("the target has NaN or inf coordinates")
+        anchor, chain = arm_chain(sk, hand)
+        base = self.base.positions
+        rig = Rig(b, **{k: v for k, v in self.options.items()
+                        if k in ("bone_lengths", "affinity_override", "vertex_influence", "pins", "solver_options",
+                                 "hinges")})
+        # The reach: the two bones above the hand from the shoulder (the joints above it are held
+        # to the trunk by the rig's links and the limits learnt from the motion).
+        elbow = int(sk.parents[hand])
+        root = int(sk.parents[elbow])
+        if root < 0:
+            raise InputError(f"'{sk.names[hand]}' needs two bones above it (upper arm, forearm) to reach")
+        arm = np.array([elbow, hand])
+        reach = float(rig.lengths[frame, arm].sum())
+        distance = float(np.linalg.norm(target[frame] - base[frame, root]))
+        if distance > reach:
+            raise InputError(f"the target is {distance:.2f} from {sk.names[root]} at frame {frame}, beyond the "
+                             f"reach of {sk.names[hand]} ({reach:.2f}): move the target closer")
+        s, e = max(0, frame - window), min(F - 1, frame + window)
+        W = np.arange(s, e + 1)
+        # Timing: 0 at the window's ends, 1 at the frame.
+        tau = np.where(W <= frame, (W - s) / max(frame - s, 1), (e - W) / max(e - frame, 1))
+        tau[W == frame] = 1.0
+        # The trunk's rigid motion from the reach's frame to each frame of the window.
+        trunk = _trunk(sk, anchor, chain)
+        ref = base[frame, trunk] - base[frame, anchor]
+        rot = kabsch(np.broadcast_to(ref, (len(W),) + ref.shape), base[W][:, trunk] - base[W, anchor][:, None])
+        # Internal graphs (reference frame: the reach's frame).
+        graphs, refs = self._graphs(base[frame], target[frame], anchor, chain, trunk)
+        timing = learn_timing(self.database, chain)
+        u = np.array([np.interp(tau, np.linspace(0.0, 1.0, TIMING_SAMPLES), timing[i]) for i in range(len(chain))])
+        # The hand: from where the base has it to the target, bent as its graph bends.
+        g = graphs[-1]
+        chord = g[0] + u[-1][:, None] * (g[-1] - g[0])
+        bend = _along(g, u[-1]) - chord
+        path = base[W, hand] + u[-1][:, None] * (target[W] - base[W, hand]) + np.einsum("wij,wj->wi", rot, bend)
+        # On the way the trunk moves (a walk): each point is kept within the arm's reach.
+        centre = base[W, root]
+        away = path - centre
+        far = np.linalg.norm(away, axis=1)
+        limit = REACH_MARGIN * rig.lengths[W][:, arm].sum(axis=1)
+        path = np.where((far > limit)[:, None], centre + away * (limit / np.maximum(far, 1e-12))[:, None], path)
+        pins = np.full((F, len(sk), 3), np.nan)
+        pins[W, hand] = path
+        if rig.pins is not None:
+            pins[~np.isnan(rig.pins)] = rig.pins[~np.isnan(rig.pins)]
+        rig.pins = pins
+        targets, affinity = rig.targets(self.mesh, W)
+        for i, j in enumerate(chain[:-1].tolist()):              # the arm above the hand: along its graph
+            shift = np.einsum("wij,wj->wi", rot, _along(graphs[i], u[i]) - graphs[i][0])
+            targets[:, j] = base[W, j] + shift                   # (their affinity stays: the pinned hand leads)
+        collide = Collisions(self.mesh, b.body_height, F)
+        collide.set_targets(W, targets)
+        path_frame = W == frame
+        pins[W[path_frame], hand] = target[frame]                # exact at the frame
+        warper = rig.warper(collide, frames=W)
+        if self.sequential:
+            warper.final_iterations = max(warper.iterations, FINAL_ITERATIONS)
+            solved = warper.run(targets, base[s], affinity, progress)
+        else:
+            # Every frame of the window at once, each settled from the base's pose of that frame
+            # (which already holds everything but the arm): one batch instead of a frame chain.
+            solved = warper.settle(targets, base[W], affinity, np.arange(len(W)), max_steps=SETTLE_STEPS,
+                                   tolerance=SETTLE_TOLERANCE, free_first=True)
+        held = ~np.isnan(pins[W][..., 0])
+        solved = rig.finish(solved, W, held=held)
+        # The elbow placed exactly between the shoulder and the pinned hand (two-bone IK in the
+        # plane the solve bent the arm in): the exact-length pass keeps a pinned joint where it is.
+        solved[:, elbow], solved[:, hand] = _two_bone(solved[:, root], solved[:, elbow], solved[:, hand],
+                                                      rig.lengths[W, elbow], rig.lengths[W, hand])
+        # What hangs from the hand turns with the forearm, so the wrist bends as in the base.
+        below = [k for k in sk.order.tolist() if k != hand and _below(sk, k, hand)]
+        if below:
+            turn = swing(base[W, hand] - base[W, elbow], solved[:, hand] - solved[:, elbow])
+            solved[:, below] = solved[:, hand, None] + np.einsum("wij,wkj->wki", turn,
+                                                                   base[W][:, below] - base[W, hand][:, None])
+        out = base.copy()
+        out[W] = solved
+        all_targets = self.base.targets.copy()
+        all_targets[W] = targets
+        all_affinity = self.base.affinity.copy()
+        all_affinity[W] = affinity
+        bone_error = self.base.bone_length_error.copy()
+        bone_error[W] = rig.bone_error(solved, W)
+        residual = np.linalg.norm(out - all_targets, axis=-1).mean(axis=1)
+        result = AdaptResult(out, all_targets, all_affinity, bone_error, residual, rig.lengths,
+                             rig.limit_violations(out, np.arange(F)), self.base.unbound_joints, self.base.hinges)
+        info = ReachInfo(sk.names[hand], sk.names[anchor], frame, (int(s), int(e)), distance, reach,
+                         float(np.linalg.norm(out[frame, hand] - target[frame])), refs,
+                         time.perf_counter() - t0)
+        return result, info
+
+    def _graphs(self, pose, target, anchor, chain, trunk):
+        """Per chain joint its graph (n,3) at the reach's frame, and the registered references."""
+        start = pose[chain]                                                  # (K,3) unreached
+        end = start.copy()
+        end[-1] = target
+        refs = []
+        if self.database:
+            clips = np.concatenate(self.database)
+            which = np.concatenate([np.full(len(c), k) for k, c in enumerate(self.database)])
+            at = np.concatenate([np.arange(len(c)) for c in self.database])
+            ref = pose[trunk] - pose[anchor]
+            rot = kabsch(clips[:, trunk] - clips[:, anchor][:, None], np.broadcast_to(ref, (len(clips),) + ref.shape))
+            arm = np.einsum("dij,dkj->dki", rot, clips[:, chain] - clips[:, anchor][:, None]) + pose[anchor]
+            hand = arm[:, -1]
+            line = start[-1] + np.linspace(0.0, 1.0, STEPS + 2)[1:-1, None] * (target - start[-1])
+            picks = [int(np.argmin(np.linalg.norm(hand - q, axis=1))) for q in line]
+            last = int(np.argmin(np.linalg.norm(hand - target, axis=1)))
+            end = arm[last].copy()
+            end[-1] = target
+            refs = [(int(which[k]), int(at[k])) for k in picks + [last]]
+            series = np.concatenate([start[None], arm[picks], end[None]])    # (n,K,3)
+        else:
+            series = np.stack([start, end])
+        graphs = [normalise_graph(series[:, i]) for i in range(len(chain))]
+        return graphs, refs
+
+
+def reach(binding, mesh, hand, target, frame, window=WINDOW, database=(), progress=None, **adapt_options):
+    """One reach (see ``ReachSession``): ``(AdaptResult, ReachInfo)``."""
+    return ReachSession(binding, mesh, database, **adapt_options).reach(hand, target, frame, window, progress)

@@ -226,12 +226,14 @@ class ReachSession:
         self.options = dict(adapt_options)
         self.base = adapt(binding, self.mesh, **self.options)
 
-    def reach(self, hand, target, frame, window=WINDOW, progress=None):
+    def reach(self, hand, target, frame, window=WINDOW, progress=None, hold=0):
         """The base motion with ``hand`` (name or index) on ``target`` at ``frame``.
 
-        target : (3,) or (F,3), a point or one per frame (a moving target, followed over the
-            window). window : frames before and after ``frame`` over which the reach goes out
-            and back (clipped to the clip).
+        target : (3,) or (F,3), a point or one per frame (a moving target: the hand aims at
+            where it is at each frame, and stays on it while held). window : frames before
+            ``frame`` over which the reach goes out, and after the hold over which it comes
+            back (clipped to the clip). hold : frames after ``frame`` the hand stays on the
+            target.
         Returns ``(AdaptResult, ReachInfo)``. A target beyond the arm's reach raises InputError
         naming the distance and the reach; nothing else is changed.
         """
@@ -244,9 +246,11 @@ class ReachSession:
         frame = int(frame)
         if not 0 <= frame < F:
             raise InputError(f"frame {frame} is outside the clip (0..{F - 1})")
-        window = int(window)
+        window, hold = int(window), int(hold)
         if window < 1:
             raise InputError(f"window must be at least 1 frame, got {window}")
+        if hold < 0:
+            raise InputError(f"hold must be 0 or more frames, got {hold}")
         target = np.asarray(target, dtype=float)
         if target.shape == (3,):
             target = np.broadcast_to(target, (F, 3))
@@ -271,11 +275,18 @@ class ReachSession:
         if distance > reach:
             raise InputError(f"the target is {distance:.2f} from {sk.names[root]} at frame {frame}, beyond the "
                              f"reach of {sk.names[hand]} ({reach:.2f}): move the target closer")
-        s, e = max(0, frame - window), min(F - 1, frame + window)
+        last = min(F - 1, frame + hold)                         # the last frame on the target
+        s, e = max(0, frame - window), min(F - 1, last + window)
         W = np.arange(s, e + 1)
-        # Timing: 0 at the window's ends, 1 at the frame.
-        tau = np.where(W <= frame, (W - s) / max(frame - s, 1), (e - W) / max(e - frame, 1))
-        tau[W == frame] = 1.0
+        # Timing: 0 at the window's ends, 1 from the frame to the end of the hold.
+        tau = np.where(W <= frame, (W - s) / max(frame - s, 1), (e - W) / max(e - last, 1))
+        tau[(W >= frame) & (W <= last)] = 1.0
+        for f in range(frame, last + 1):                        # every held frame must be reachable
+            far = float(np.linalg.norm(target[f] - base[f, root]))
+            if far > float(rig.lengths[f, arm].sum()):
+                raise InputError(f"the target is {far:.2f} from {sk.names[root]} at frame {f}, beyond the reach of "
+                                 f"{sk.names[hand]} ({float(rig.lengths[f, arm].sum()):.2f}): move the target "
+                                 "closer or hold it for fewer frames")
         # The trunk's rigid motion from the reach's frame to each frame of the window.
         trunk = _trunk(sk, anchor, chain)
         ref = base[frame, trunk] - base[frame, anchor]
@@ -295,6 +306,7 @@ class ReachSession:
         far = np.linalg.norm(away, axis=1)
         limit = REACH_MARGIN * rig.lengths[W][:, arm].sum(axis=1)
         path = np.where((far > limit)[:, None], centre + away * (limit / np.maximum(far, 1e-12))[:, None], path)
+        path[tau >= 1.0] = target[W[tau >= 1.0]]
         pins = np.full((F, len(sk), 3), np.nan)
         pins[W, hand] = path
         if rig.pins is not None:
@@ -306,8 +318,8 @@ class ReachSession:
             targets[:, j] = base[W, j] + shift                   # (their affinity stays: the pinned hand leads)
         collide = Collisions(self.mesh, b.body_height, F)
         collide.set_targets(W, targets)
-        path_frame = W == frame
-        pins[W[path_frame], hand] = target[frame]                # exact at the frame
+        on = (W >= frame) & (W <= last)
+        pins[W[on], hand] = target[W[on]]                        # exact while on the target
         warper = rig.warper(collide, frames=W)
         if self.sequential:
             warper.final_iterations = max(warper.iterations, FINAL_ITERATIONS)
@@ -372,6 +384,6 @@ class ReachSession:
         return graphs, refs
 
 
-def reach(binding, mesh, hand, target, frame, window=WINDOW, database=(), progress=None, **adapt_options):
+def reach(binding, mesh, hand, target, frame, window=WINDOW, database=(), progress=None, hold=0, **adapt_options):
     """One reach (see ``ReachSession``): ``(AdaptResult, ReachInfo)``."""
-    return ReachSession(binding, mesh, database, **adapt_options).reach(hand, target, frame, window, progress)
+    return ReachSession(binding, mesh, database, **adapt_options).reach(hand, target, frame, window, progress, hold)

@@ -4,7 +4,7 @@ A manifest (TOML) has one ``[[job]]`` table per job::
 
     [[job]]
     name = "shot010"
-    operation = "bake"              # a command of the CLI: bind, bake, walk
+    operation = "bake"              # a command of the CLI: bind, bake, walk, reach
     file = "shots/shot010.blend"    # relative paths are relative to the manifest
     armature = "Walker"
     output = "out/shot010.blend"
@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 #: CLI commands a manifest job may run.
-OPERATIONS = ("bind", "bake", "walk")
+OPERATIONS = ("bind", "bake", "walk", "reach")
 #: Job keys that are paths (relative to the manifest): inputs, then outputs.
 INPUT_KEYS = ("file", "binding")
 OUTPUT_KEYS = ("output", "report", "save_binding")

@@ -88,6 +88,19 @@ def build_parser(blender_command=False):
                    help="processes to share the characters among, on Linux (default 1; same result)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write timings, warnings and characters as JSON")
+    p = sub.add_parser("reach", help="make a bound armature's hand reach a target object at a frame, and bake it")
+    p.add_argument("input", metavar="IN.blend", **infile)
+    p.add_argument("--armature", required=True, help="armature object name (bound)")
+    p.add_argument("--hand", required=True, metavar="BONE", help="the bone whose head reaches the target")
+    p.add_argument("--target", required=True, metavar="OBJECT", help="the object (an Empty, animated or not) to reach")
+    p.add_argument("--frame", required=True, type=int, help="the frame the hand is on the target")
+    p.add_argument("--window", type=_positive_int, default=30, metavar="FRAMES",
+                   help="frames to reach out over, and back after the hold (default 30)")
+    p.add_argument("--hold", type=int, default=0, metavar="FRAMES", help="frames the hand stays on the target (default 0)")
+    p.add_argument("--database", nargs="+", default=[], metavar="ACTION",
+                   help="actions of the armature to learn the reach's path and timing from")
+    p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+    p.add_argument("--report", metavar="REPORT.json", help="write the reach's and the bake's figures as JSON")
     if not blender_command:
         p = sub.add_parser("batch", help="run a manifest of jobs (TOML) on a local pool of workers or a Dask cluster")
         p.add_argument("manifest", metavar="MANIFEST.toml")
@@ -165,7 +178,17 @@ def run(argv, blender_command=False):
         scene = bpy.context.scene
         arm = adapter.get_armature(args.armature)
         warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
-        if args.command == "walk":
+        if args.command == "reach":
+            from . import reaching
+            report = reaching.reach_job(scene, arm, args.hand, args.target, args.frame, args.window, args.hold,
+                                        args.database, progress=jobs._print_progress("reach"), warn=warn)
+            r = report["reach"]
+            print(f"reldesc: {r['hand']} reaches '{r['target']}' at frame {r['frame']} ({1000 * r['hand_error']:.1f} mm "
+                  f"off; frames {r['window'][0]}-{r['window'][1]}) in '{report['action']}'")
+            if args.report:
+                with open(args.report, "w") as fh:
+                    json.dump(report, fh, indent=1)
+        elif args.command == "walk":
             from . import walking
             report = walking.walk_job(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
                                       progress=jobs._print_progress("walk"), warn=warn, workers=args.workers)

@@ -100,6 +100,18 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                             description="Characters side by side along the one path")
     walk_spacing: FloatProperty(name="Spacing", default=1.0, min=0.0, unit='LENGTH',
                                 description="Distance between neighbours across the path")
+    reach_hand: StringProperty(name="Hand", default="", description="The bone whose head reaches the target")
+    reach_target: PointerProperty(name="Target", type=bpy.types.Object,
+                                  description="The object (an Empty, animated or not) the hand reaches")
+    reach_frame: IntProperty(name="Frame", default=1, description="Frame the hand is on the target")
+    reach_window: IntProperty(name="Window", default=30, min=1, max=100000,
+                              description="Frames over which the hand reaches out, and comes back after the hold")
+    reach_hold: IntProperty(name="Hold", default=0, min=0, max=100000,
+                            description="Frames the hand stays on the target (a moving target is followed)")
+    reach_database: StringProperty(name="Database", default="",
+                                   description="Comma-separated actions of this armature that reach for things: "
+                                               "the path and timing are learnt from them (empty: a straight, "
+                                               "minimum-jerk reach)")
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.

@@ -226,14 +226,14 @@ class ReachSession:
         self.options = dict(adapt_options)
         self.base = adapt(binding, self.mesh, **self.options)
 
-    def reach(self, hand, target, frame, window=WINDOW, progress=None, hold=0):
+    def reach(self, hand, target, frame, window=WINDOW, progress=None, hold=0, first_frame=0):
         """The base motion with ``hand`` (name or index) on ``target`` at ``frame``.
 
         target : (3,) or (F,3), a point or one per frame (a moving target: the hand aims at
             where it is at each frame, and stays on it while held). window : frames before
             ``frame`` over which the reach goes out, and after the hold over which it comes
             back (clipped to the clip). hold : frames after ``frame`` the hand stays on the
-            target.
+            target. first_frame : the number messages give frame 0 (a scene's first bound frame).
         Returns ``(AdaptResult, ReachInfo)``. A target beyond the arm's reach raises InputError
         naming the distance and the reach; nothing else is changed.
         """
@@ -273,8 +273,8 @@ class ReachSession:
         reach = float(rig.lengths[frame, arm].sum())
         distance = float(np.linalg.norm(target[frame] - base[frame, root]))
         if distance > reach:
-            raise InputError(f"the target is {distance:.2f} from {sk.names[root]} at frame {frame}, beyond the "
-                             f"reach of {sk.names[hand]} ({reach:.2f}): move the target closer")
+            raise InputError(f"the target is {distance:.2f} from {sk.names[root]} at frame {frame + first_frame}, "
+                             f"beyond the reach of {sk.names[hand]} ({reach:.2f}): move the target closer")
         last = min(F - 1, frame + hold)                         # the last frame on the target
         s, e = max(0, frame - window), min(F - 1, last + window)
         W = np.arange(s, e + 1)
@@ -284,7 +284,8 @@ class ReachSession:
         for f in range(frame, last + 1):                        # every held frame must be reachable
             far = float(np.linalg.norm(target[f] - base[f, root]))
             if far > float(rig.lengths[f, arm].sum()):
-                raise InputError(f"the target is {far:.2f} from {sk.names[root]} at frame {f}, beyond the reach of "
+                raise InputError(f"the target is {far:.2f} from {sk.names[root]} at frame {f + first_frame}, beyond "
+                                 f"the reach of "
                                  f"{sk.names[hand]} ({float(rig.lengths[f, arm].sum()):.2f}): move the target "
                                  "closer or hold it for fewer frames")
         # The trunk's rigid motion from the reach's frame to each frame of the window.

@@ -223,6 +223,26 @@ class RELDESC_PT_locomotion(_SubPanel, bpy.types.Panel):
         layout.operator("reldesc.walk", icon='MOD_CURVE')
 
 
+class RELDESC_PT_reaching(_SubPanel, bpy.types.Panel):
+    bl_label = "Reaching"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        col = layout.column(align=True)
+        if s.armature is not None and s.armature.type == 'ARMATURE':
+            col.prop_search(s, "reach_hand", s.armature.data, "bones")
+        else:
+            col.prop(s, "reach_hand")
+        col.prop(s, "reach_target")
+        col = layout.column(align=True)
+        col.prop(s, "reach_frame")
+        col.prop(s, "reach_window")
+        col.prop(s, "reach_hold")
+        layout.prop(s, "reach_database")
+        layout.operator("reldesc.reach", icon='VIEW_PAN')
+
+
 classes = (RELDESC_PT_main, RELDESC_PT_bake_options, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
-           RELDESC_PT_contacts, RELDESC_PT_locomotion)
+           RELDESC_PT_contacts, RELDESC_PT_locomotion, RELDESC_PT_reaching)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -288,12 +288,14 @@ class Warper:
 
     # --- a whole clip -------------------------------------------------------------------
 
-    def run(self, targets, start, affinity, progress=None, segments=None):
+    def run(self, targets, start, affinity, progress=None, segments=None, settled=False):
         """Warp all frames.
 
         targets : (F,J,3) joint targets; start : (J,3) pose the first frame
         converges from; affinity : (F,J) in [0,1].
         segments : override of ``self.segments``.
+        settled : ``start`` is already frame 0's solution (a window of a solved clip starting
+            where nothing changes), so frame 0 is not solved statically from it.
         Returns (F,J,3) positions.
 
         A clip longer than ``segments`` frames is cut into S segments of L frames solved
@@ -320,13 +322,13 @@ class Warper:
         limit = self.segments if segments is None else int(segments)
         W = self.warmup
         if limit <= 0 or F <= max(limit, 2 * W + 2):
-            return self._sequential(targets, start, affinity, progress)
+            return self._sequential(targets, start, affinity, progress, settled)
         L = max(W, -(-F // C.SEGMENT_BATCH))
         steps = L + W
         S = 1 + max(0, -(-(F - steps) // L))
         first = np.arange(S) * L                                   # frame each segment starts at
         out = np.empty_like(targets)
-        out[0] = self.first(targets[0], start, affinity[0])
+        out[0] = np.array(start, float) if settled else self.first(targets[0], start, affinity[0])
         p = targets[first].copy()
         p[0] = out[0]
         tol = C.SEGMENT_TOLERANCE * self.body_height
@@ -373,10 +375,10 @@ class Warper:
         if progress is not None and done % 4 == 0 and progress(done, total) is False:
             raise Cancelled(f"cancelled at step {done} of about {total}")
 
-    def _sequential(self, targets, start, affinity, progress=None):
+    def _sequential(self, targets, start, affinity, progress=None, settled=False):
         F = len(targets)
         out = np.empty_like(targets)
-        out[0] = self.first(targets[0], start, affinity[0])
+        out[0] = np.array(start, float) if settled else self.first(targets[0], start, affinity[0])
         for f in range(1, F):
             out[f] = self.next(f, out[f - 1], targets[f - 1], targets[f], affinity[f])
             if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F) is False:

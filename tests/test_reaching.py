@@ -128,3 +128,32 @@ def test_graph_normalisation_removes_a_spike_and_keeps_the_ends():
     np.testing.assert_array_equal(out[[0, -1]], spiky[[0, -1]])
     assert np.abs(out[:, 2]).max() < 0.2                          # the spike is mostly gone
     np.testing.assert_allclose(normalise_graph(line), line, atol=1e-12)   # a straight graph stays
+
+
+@pytest.mark.parametrize("convention", ["rigify", "mixamo", "ue"])
+def test_rigs_of_other_conventions_reach(convention):
+    skel, offsets, roles = S.convention_rig(convention)
+    motion = S.posed_motion(skel, offsets, roles, frames=60, limbs="bent")
+    lo, hi = motion[..., :2].min((0, 1)) - 1.0, motion[..., :2].max((0, 1)) + 1.0
+    verts, tris = S.grid(*(hi - lo), 12, 12, origin=tuple(lo), z=float(motion[..., 2].min()))
+    binding = bind(skel, motion, TriMesh(verts, tris))
+    hand = roles.index("hand.R")
+    frame = 30
+    from blender_reldesc.core.reaching import limb
+    shoulder, elbow, upper, lower = limb(skel, motion, hand)
+    assert roles[elbow] == "forearm.R" and roles[shoulder] == "upperarm.R"      # split bones count as one
+    reach_length = sum(np.linalg.norm(motion[frame, j] - motion[frame, skel.parents[j]]) for j in upper + lower)
+    direction = np.array([0.6, -0.3, 0.5]) / np.linalg.norm([0.6, -0.3, 0.5])
+    target = motion[frame, shoulder] + 0.8 * reach_length * direction
+    result, info = reach(binding, None, hand, target, frame, window=15)
+    out = result.positions
+    assert np.linalg.norm(out[frame, hand] - target) < 0.01
+    lengths = np.linalg.norm(out[:, 1:] - out[:, skel.parents[1:]], axis=-1)
+    np.testing.assert_allclose(lengths, np.linalg.norm(motion[:, 1:] - motion[:, skel.parents[1:]], axis=-1),
+                               rtol=1e-6, atol=1e-9)
+    for j in upper[:-1] + lower[:-1]:                       # a split bone stays straight
+        u, v = out[:, j] - out[:, skel.parents[j]], out[:, skel.children(j)[0]] - out[:, j]
+        cos = np.einsum("fi,fi->f", u, v) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+        assert np.degrees(np.arccos(np.clip(cos, -1, 1))).max() < 1.0
+    step = np.linalg.norm(np.diff(out, axis=0), axis=-1).max()
+    assert step <= 1.2 * np.linalg.norm(np.diff(motion, axis=0), axis=-1).max()

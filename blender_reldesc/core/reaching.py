@@ -101,6 +101,41 @@ def arm_chain(skeleton, hand):
     return j, np.array(chain[::-1], np.int64)
 
 
+#: A joint whose bones in and out stay within this angle (degrees) on every frame splits one bone.
+STRAIGHT_DEGREES = 1.0
+
+
+def limb(skeleton, motion, hand):
+    """``(shoulder, elbow, upper, lower)`` of the arm ending at ``hand``: the upper arm from the
+    shoulder to the elbow and the forearm from the elbow to the hand, each a list of the joints
+    that end its bones (more than one where a bone is split along its length, straight on every
+    frame of ``motion``, as Rigify's DEF-upper_arm.L / .L.001)."""
+    parents = skeleton.parents
+
+    def straight(k):
+        a, c = int(parents[k]), [int(x) for x in skeleton.children(k)]
+        if a < 0 or len(c) != 1:
+            return False
+        u, v = motion[:, k] - motion[:, a], motion[:, c[0]] - motion[:, k]
+        cos = np.einsum("fi,fi->f", u, v) / np.maximum(np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1), 1e-300)
+        return bool(np.all(cos > np.cos(np.radians(STRAIGHT_DEGREES))))
+
+    def segment(end):
+        bones, j = [end], int(parents[end])
+        while j >= 0 and straight(j):
+            bones.append(j)
+            j = int(parents[j])
+        return j, bones[::-1]
+
+    elbow, lower = segment(hand)
+    if elbow < 0:
+        raise InputError(f"'{skeleton.names[hand]}' needs two bones above it (upper arm, forearm) to reach")
+    shoulder, upper = segment(elbow)
+    if shoulder < 0:
+        raise InputError(f"'{skeleton.names[hand]}' needs two bones above it (upper arm, forearm) to reach")
+    return shoulder, elbow, upper, lower
+
+
 def _two_bone(top, middle, end, l1, l2):
     """``(middle, end)`` (n,3): the middle joint at lengths l1, l2 from ``top`` and ``end``, on the
     side it was; an end out of reach is brought in along the line (the arm straight towards it)."""
@@ -259,13 +294,11 @@ class ReachSession:
         rig = Rig(b, **{k: v for k, v in self.options.items()
                         if k in ("bone_lengths", "affinity_override", "vertex_influence", "pins", "solver_options",
                                  "hinges")})
-        # The reach: the two bones above the hand from the shoulder (the joints above it are held
-        # to the trunk by the rig's links and the limits learnt from the motion).
-        elbow = int(sk.parents[hand])
-        root = int(sk.parents[elbow])
-        if root < 0:
-            raise InputError(f"'{sk.names[hand]}' needs two bones above it (upper arm, forearm) to reach")
-        arm = np.array([elbow, hand])
+        # The reach: the upper arm and the forearm above the hand, from the shoulder (the joints
+        # above it are held to the trunk by the rig's links and the limits learnt from the motion).
+        # Bones split along their length (Rigify's DEF-upper_arm.L.001) count as one.
+        root, elbow, upper, lower = limb(sk, b.motion, hand)
+        arm = np.array(upper + lower, np.int64)                   # the bones, by their child joints
         reach = float(rig.lengths[frame, arm].sum())
         distance = float(np.linalg.norm(target[frame] - base[frame, root]))
         if distance > reach:
@@ -331,8 +364,24 @@ class ReachSession:
         solved = rig.finish(solved, W, held=held)
         # The elbow placed exactly between the shoulder and the pinned hand (two-bone IK in the
         # plane the solve bent the arm in): the exact-length pass keeps a pinned joint where it is.
-        solved[:, elbow], solved[:, hand] = _two_bone(solved[:, root], solved[:, elbow], solved[:, hand],
-                                                      rig.lengths[W, elbow], rig.lengths[W, hand])
+        l1, l2 = rig.lengths[W][:, upper].sum(axis=1), rig.lengths[W][:, lower].sum(axis=1)
+        before = solved.copy()
+        solved[:, elbow], solved[:, hand] = _two_bone(solved[:, root], solved[:, elbow], solved[:, hand], l1, l2)
+        for top, end, bones, total in ((root, elbow, upper, l1), (elbow, hand, lower, l2)):
+            along = np.cumsum(rig.lengths[W][:, bones], axis=1) / total[:, None]
+            for k, j in enumerate(bones[:-1]):                # split joints stay on their straight bone
+                solved[:, j] = solved[:, top] + along[:, k, None] * (solved[:, end] - solved[:, top])
+        # Whatever else hangs from the arm (Unreal's twist bones) turns with the bone it hangs on.
+        chain_joints = [root] + upper + lower[:-1]
+        on_chain = set(chain_joints) | {hand}
+        for k, nxt in zip(chain_joints, upper + lower):
+            turn = swing(before[:, nxt] - before[:, k], solved[:, nxt] - solved[:, k])
+            for c in sk.children(k).tolist():
+                if c in on_chain:
+                    continue
+                sub = [j for j in sk.order.tolist() if _below(sk, j, c)]
+                solved[:, sub] = solved[:, k, None] + np.einsum("wij,wkj->wki", turn,
+                                                                before[:, sub] - before[:, k, None])
         # What hangs from the hand turns with the forearm, so the wrist bends as in the base.
         below = [k for k in sk.order.tolist() if k != hand and _below(sk, k, hand)]
         if below:

@@ -41,6 +41,7 @@ from .adaptation import AdaptResult, Collisions, Rig, adapt, smooth_jumps
 from .descriptors.binding import Binding
 from .errors import InputError
 from .geometry import TriMesh
+from .skeleton.joints import two_bone
 from .skeleton.rotations import kabsch, swing
 
 #: Distance steps along the straight line from the hand to the target (reference postures).
@@ -134,29 +135,6 @@ def limb(skeleton, motion, hand):
     if shoulder < 0:
         raise InputError(f"'{skeleton.names[hand]}' needs two bones above it (upper arm, forearm) to reach")
     return shoulder, elbow, upper, lower
-
-
-def _two_bone(top, middle, end, l1, l2):
-    """``(middle, end)`` (n,3): the middle joint at lengths l1, l2 from ``top`` and ``end``, on the
-    side it was; an end out of reach is brought in along the line (the arm straight towards it)."""
-    axis = end - top
-    dist = np.linalg.norm(axis, axis=1)
-    axis /= np.maximum(dist, 1e-300)[:, None]
-    d = np.clip(dist, np.abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-12))
-    end = top + d[:, None] * axis
-    along = (l1 ** 2 - l2 ** 2 + d ** 2) / (2.0 * d)
-    height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
-    side = (middle - top) - np.einsum("ni,ni->n", middle - top, axis)[:, None] * axis
-    side /= np.maximum(np.linalg.norm(side, axis=1), 1e-300)[:, None]
-    return top + along[:, None] * axis + height[:, None] * side, end
-
-
-def _below(skeleton, k, ancestor):
-    while k >= 0:
-        if k == ancestor:
-            return True
-        k = int(skeleton.parents[k])
-    return False
 
 
 def _trunk(skeleton, anchor, chain):
@@ -366,7 +344,7 @@ class ReachSession:
         # plane the solve bent the arm in): the exact-length pass keeps a pinned joint where it is.
         l1, l2 = rig.lengths[W][:, upper].sum(axis=1), rig.lengths[W][:, lower].sum(axis=1)
         before = solved.copy()
-        solved[:, elbow], solved[:, hand] = _two_bone(solved[:, root], solved[:, elbow], solved[:, hand], l1, l2)
+        solved[:, elbow], solved[:, hand] = two_bone(solved[:, root], solved[:, elbow], solved[:, hand], l1, l2)
         for top, end, bones, total in ((root, elbow, upper, l1), (elbow, hand, lower, l2)):
             along = np.cumsum(rig.lengths[W][:, bones], axis=1) / total[:, None]
             for k, j in enumerate(bones[:-1]):                # split joints stay on their straight bone
@@ -379,11 +357,11 @@ class ReachSession:
             for c in sk.children(k).tolist():
                 if c in on_chain:
                     continue
-                sub = [j for j in sk.order.tolist() if _below(sk, j, c)]
+                sub = [c] + sk.descendants(c)
                 solved[:, sub] = solved[:, k, None] + np.einsum("wij,wkj->wki", turn,
                                                                 before[:, sub] - before[:, k, None])
         # What hangs from the hand turns with the forearm, so the wrist bends as in the base.
-        below = [k for k in sk.order.tolist() if k != hand and _below(sk, k, hand)]
+        below = sk.descendants(hand)
         if below:
             turn = swing(base[W, hand] - base[W, elbow], solved[:, hand] - solved[:, elbow])
             solved[:, below] = solved[:, hand, None] + np.einsum("wij,wkj->wki", turn,

@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 
 from .skeleton import Skeleton
+from .skeleton.joints import two_bone
 
 #: (name, parent, rest offset from the parent) of the generated humanoid, metres.
 HUMANOID = [
@@ -546,20 +547,6 @@ def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", sp
     return pos
 
 
-def two_bone_ik(top, end, l1, l2, pole):
-    """Middle joint (n,3) of chains from ``top`` to ``end`` (n,3) with lengths l1, l2, bent
-    towards ``pole`` (n,3 directions); the end is moved within reach."""
-    d = end - top
-    dist = np.linalg.norm(d, axis=-1)
-    axis = d / np.maximum(dist, 1e-12)[:, None]
-    dist = np.clip(dist, abs(l1 - l2) + 1e-9, (l1 + l2) * (1 - 1e-9))
-    along = (l1 ** 2 - l2 ** 2 + dist ** 2) / (2 * dist)
-    height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
-    side = pole - np.einsum("ni,ni->n", pole, axis)[:, None] * axis
-    side /= np.maximum(np.linalg.norm(side, axis=-1), 1e-12)[:, None]
-    return top + along[:, None] * axis + height[:, None] * side, top + dist[:, None] * axis
-
-
 def reaching_clip(skeleton, pose, target, frames=30, hand="RightHand", lift=0.08):
     """Joint positions (frames,J,3): ``pose`` (J,3) held while the arm ending at ``hand`` reaches
     ``target`` along an arc raised by ``lift``, minimum-jerk in time (two-bone IK, the elbow bent
@@ -575,19 +562,12 @@ def reaching_clip(skeleton, pose, target, frames=30, hand="RightHand", lift=0.08
     path = start + s[:, None] * (np.asarray(target, float) - start)
     path[:, 2] += lift * np.sin(np.pi * s)
     pole = np.broadcast_to(pose[elbow] - 0.5 * (pose[shoulder] + pose[h]) + [0.0, 0.0, -1e-3], (frames, 3))
-    mid, end = two_bone_ik(np.broadcast_to(pose[shoulder], (frames, 3)), path, l1, l2, np.array(pole))
+    top = np.broadcast_to(pose[shoulder], (frames, 3))
+    mid, end = two_bone(top, top + np.array(pole), path, l1, l2)
     out = np.repeat(pose[None], frames, axis=0)
-    below = [k for k in range(len(skeleton)) if _descends(skeleton, k, h) and k != h]
+    below = skeleton.descendants(h)
     shift = end - pose[h]
     out[:, elbow], out[:, h] = mid, end
     for k in below:
         out[:, k] = pose[k] + shift
     return out
-
-
-def _descends(skeleton, k, ancestor):
-    while k >= 0:
-        if k == ancestor:
-            return True
-        k = int(skeleton.parents[k])
-    return False

@@ -30,6 +30,7 @@ import numpy as np
 from ..adaptation import Rig
 from ..errors import Cancelled, InputError
 from ..geometry import TriMesh
+from ..skeleton.joints import two_bone
 from ..skeleton.rotations import kabsch
 from ..solvers import Warper
 from .carpet import Carpet
@@ -406,7 +407,7 @@ def _reach_stances(carpet, rig, motion, clip, targets, pins):
             if not over.any():
                 continue
             shift = v[over] * (limit[over] / length[over] - 1.0)[:, None]
-            foot = [ankle] + [j for j in carpet.skeleton.order.tolist() if _below(carpet.skeleton, j, ankle) and j != ankle]
+            foot = [ankle] + carpet.skeleton.descendants(ankle)
             rows = np.flatnonzero(over)
             targets[c][np.ix_(rows, foot)] += shift[:, None]
             targets[c][rows, knee] += 0.5 * shift
@@ -425,15 +426,7 @@ def _knees_onto_held_feet(carpet, rig, solved, pins, clip):
         a, c, k = solved[:, :, hip][held], solved[:, :, ankle][held], solved[:, :, knee][held]
         l1 = rig.lengths[clip[held], bones[0]]
         l2 = rig.lengths[clip[held], bones[1]]
-        axis = c - a
-        d = np.linalg.norm(axis, axis=1)
-        axis /= np.maximum(d, 1e-300)[:, None]
-        d = np.clip(d, np.abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-9))
-        along = (l1 ** 2 - l2 ** 2 + d ** 2) / (2.0 * d)
-        height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
-        side = (k - a) - np.einsum("ni,ni->n", k - a, axis)[:, None] * axis
-        side /= np.maximum(np.linalg.norm(side, axis=1), 1e-300)[:, None]
-        solved[held, knee] = a + along[:, None] * axis + height[:, None] * side
+        solved[held, knee] = two_bone(a, k, c, l1, l2)[0]
 
 
 def _follow_paths(carpet, motion, clip, paths, starts, targets):
@@ -453,14 +446,6 @@ def _follow_paths(carpet, motion, clip, paths, starts, targets):
         targets[c, :, :, :2] += (want - targets[c, :, carpet.root, :2])[:, None]
 
 
-def _below(skeleton, q, k):
-    while q >= 0:
-        if q == k:
-            return True
-        q = int(skeleton.parents[q])
-    return False
-
-
 def trunk_chain(skeleton, body, motion):
     """The trunk: the chain of body joints from the root, each step the straightest
     continuation of the bone before it (hips to head; a quadruped's pelvis to head). For
@@ -478,7 +463,7 @@ def trunk_chain(skeleton, body, motion):
             nxt = max(kids, key=lambda k: np.dot(pose[k] - pose[j], into) / max(np.linalg.norm(pose[k] - pose[j]),
                                                                                     1e-300))
         else:                   # from the root: the child with the most of the body below it
-            nxt = max(kids, key=lambda k: sum(1 for q in body if _below(skeleton, q, k)))
+            nxt = max(kids, key=lambda k: len(set(body) & {k, *skeleton.descendants(k)}))
         chain.append(nxt)
         j = nxt
     return chain

@@ -90,6 +90,15 @@ class Skeleton:
     def children(self, j):
         return np.flatnonzero(self.parents == j)
 
+    def descendants(self, j):
+        """Joints strictly below ``j``, parents first (a list)."""
+        keep, out = {int(j)}, []
+        for k in self.order.tolist():
+            if int(self.parents[k]) in keep:
+                keep.add(k)
+                out.append(k)
+        return out
+
     @property
     def leaves(self):
         has_child = np.zeros(len(self), bool)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations, swing
+from .rotations import quat_from_matrix, recover_rotations, swing
 from .hierarchy import Skeleton
 
 
@@ -96,6 +96,21 @@ def _off_bone_children(motion, j, kids):
 
 def _unit(v):
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
+
+
+def two_bone(top, middle, end, l1, l2):
+    """Two-bone IK: ``(middle, end)`` (n,3), the middle joint at lengths l1 from ``top`` and l2 from
+    ``end``, on the side of the given ``middle`` (a hint: the plane it bends in); an end out of
+    reach (or too close) is brought along the line from ``top`` (the chain straight towards it)."""
+    axis = end - top
+    dist = np.linalg.norm(axis, axis=-1)
+    axis = axis / np.maximum(dist, 1e-300)[:, None]
+    d = np.clip(dist, np.abs(l1 - l2) + 1e-9, (l1 + l2) * (1.0 - 1e-9))
+    along = (l1 ** 2 - l2 ** 2 + d ** 2) / (2.0 * d)
+    height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
+    side = (middle - top) - np.einsum("ni,ni->n", middle - top, axis)[:, None] * axis
+    side /= np.maximum(np.linalg.norm(side, axis=-1), 1e-300)[:, None]
+    return top + along[:, None] * axis + height[:, None] * side, top + d[:, None] * axis
 
 
 def bend_angles(a, k, c):

@@ -146,3 +146,20 @@ def test_bend_limits_keep_the_neck_from_folding_under_a_lowered_beam():
     # The paper's solver (no joint limits) folds the trunk; with the (soft) limits it stays within 10°.
     assert paper.joint_limit_violations.max() > 20.0
     assert limited.joint_limit_violations.max() < 10.0
+
+
+def test_a_rigify_rig_with_zero_length_bones_and_split_arms():
+    skel, offsets, roles = S.convention_rig("rigify")
+    motion = S.posed_motion(skel, offsets, roles, frames=30, limbs="bent")
+    lo, hi = motion[..., :2].min((0, 1)) - 1.0, motion[..., :2].max((0, 1)) + 1.0
+    verts, tris = S.grid(*(hi - lo), 16, 16, origin=tuple(lo), z=float(motion[..., 2].min()))
+    binding = bind(skel, motion, TriMesh(verts, tris))
+    same = adapt(binding, TriMesh(verts, tris), solver="interaction_mesh")
+    assert np.abs(same.positions - motion).max() < 1e-4 * binding.body_height
+    raised = verts.copy()
+    raised[:, 2] += 0.05
+    up = adapt(binding, TriMesh(raised, tris), solver="interaction_mesh")
+    np.testing.assert_allclose(up.positions[..., 2] - motion[..., 2], 0.05, atol=0.01)    # all of it, 5 cm up
+    pelvis = [j for j, r in enumerate(roles) if r == "pelvis"]
+    for j in pelvis:                                    # the zero-length pelvis bones stay on their parent
+        np.testing.assert_allclose(up.positions[:, j], up.positions[:, skel.parents[j]], atol=1e-9)

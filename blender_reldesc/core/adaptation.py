@@ -446,8 +446,11 @@ class Collisions:
     never tested.
     """
 
-    def __init__(self, mesh, body_height, frames=None):
+    def __init__(self, mesh, body_height, frames=None, joints=None):
+        """``joints``: optional (J,) bool, the joints tested (default: all); a reach tests the
+        arm and the trunk, whose feet stand where the bake put them."""
         self.mesh = mesh
+        self.joints = None if joints is None else np.asarray(joints, bool)
         self.band = C.COLLISION_BAND_FRACTION * body_height
         self.tol = 1e-9 * body_height
         self.frames = frames or mesh.frame_count
@@ -489,7 +492,10 @@ class Collisions:
         target_sd = self._sd[fs]
         moved = np.linalg.norm(p - self._target[fs], axis=-1)
         clearance = np.where(target_sd > 0, np.minimum(target_sd, self.band), 0.0)
-        si, ji = np.nonzero(moved >= clearance - self.tol)
+        near = moved >= clearance - self.tol
+        if self.joints is not None:
+            near &= self.joints
+        si, ji = np.nonzero(near)
         if si.size == 0:
             return p
         # The distance to the surface changes no faster than the joint moves: bounds for the

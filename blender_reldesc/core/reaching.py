@@ -327,7 +327,15 @@ class ReachSession:
         # A graph that still jumps (references far apart) is eased like any target that outpaces
         # the source: the solver carries a frame's target motion into the next frame.
         targets = smooth_jumps(base[W], targets, rig.source_step)
-        collide = Collisions(self.mesh, b.body_height, F)
+        targets[:, hand] = pins[W, hand]                         # where it is pinned (collisions test from there)
+        # Collisions for the joints the reach moves: the arm, what hangs from it, and the trunk
+        # above the legs (the feet keep the bake's places: their targets are the bake's).
+        tested = np.zeros(len(sk), bool)
+        tested[trunk] = True
+        tested[[root, *arm]] = True
+        for j in [root, *arm]:
+            tested[sk.descendants(j)] = True
+        collide = Collisions(self.mesh, b.body_height, F, joints=tested)
         collide.set_targets(W, targets)
         on = (W >= frame) & (W <= last)
         pins[W[on], hand] = target[W[on]]                        # exact while on the target

@@ -7,7 +7,9 @@ clips are present); a ``ReachSession`` adapts it once, then each edit moves the 
 and reaches again (what an animator dragging the Empty pays). Columns: database clips, window,
 median and 90th percentile seconds per edit, the hand's distance from the target at the frame,
 the largest joint distance from the base outside the window, the largest frame-to-frame joint
-step against the source's, the bone-length deviation, the largest bend past a joint limit.
+step against the source's, the bone-length deviation, the largest bend past a joint limit. "whole
+body": the window solved again through the descriptors (the default); "arm alone": the arm moved
+on the bake's body (``reach(..., body=False)``, the paper's way).
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print()
-    print("| clip | frames | database clips | window | edit s median | edit s p90 | hand error mm "
+    print("| clip | frames | database clips | solve | window | edit s median | edit s p90 | hand error mm "
           "| outside window max mm | step / source | bone dev mm | limit max ° |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, skel, motion, hand in clips():
         F = len(motion)
         lo, hi = motion[..., :2].min((0, 1)) - 1.0, motion[..., :2].max((0, 1)) + 1.0
@@ -71,14 +73,14 @@ def main(argv=None):
                                                             0.4 * np.array([0.0, 0.0, 1.0]))
         database = [S.reaching_clip(skel, motion[k], motion[k, h] + 0.4 * reach * (ahead + [0.0, 0.0, 0.6 + 0.2 * i]),
                                     hand=hand) for i, k in enumerate((40, 100, 160))]
-        for db in (database, []):
+        for db, body in ((database, True), ([], True), (database, False), ([], False)):
             session = ReachSession(binding, None, db)
             times, results = [], []
             rng = np.random.default_rng(0)
             for _ in range(args.edits):
                 target = target0 + rng.normal(scale=0.02, size=3)
                 t = time.perf_counter()
-                result, info = session.reach(hand, target, frame, args.window)
+                result, info = session.reach(hand, target, frame, args.window, body=body)
                 times.append(time.perf_counter() - t)
                 results.append((result, info, target))
             result, info, target = results[-1]
@@ -92,7 +94,7 @@ def main(argv=None):
             kids = np.flatnonzero(parents >= 0)
             dev = np.abs(np.linalg.norm(out[:, kids] - out[:, parents[kids]], axis=-1) -
                          np.linalg.norm(motion[:, kids] - motion[:, parents[kids]], axis=-1)).max()
-            print(f"| {name} | {F} | {len(db)} | {args.window} "
+            print(f"| {name} | {F} | {len(db)} | {'whole body' if body else 'arm alone'} | {args.window} "
                   f"| {np.median(times):.3f} | {np.percentile(times, 90):.3f} | {1000 * info.hand_error:.2f} "
                   f"| {1000 * off:.2f} | {step:.2f} | {1000 * dev:.3f} | {result.joint_limit_violations.max():.1f} |",
                   flush=True)

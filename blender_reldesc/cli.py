@@ -99,6 +99,8 @@ def build_parser(blender_command=False):
     p.add_argument("--hold", type=int, default=0, metavar="FRAMES", help="frames the hand stays on the target (default 0)")
     p.add_argument("--database", nargs="+", default=[], metavar="ACTION",
                    help="actions of the armature to learn the reach's path and timing from")
+    p.add_argument("--arm-only", action="store_true",
+                   help="move the arm alone on the baked body (fast; no collisions or joint limits for the arm)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write the reach's and the bake's figures as JSON")
     if not blender_command:
@@ -181,7 +183,8 @@ def run(argv, blender_command=False):
         if args.command == "reach":
             from . import reaching
             report = reaching.reach_job(scene, arm, args.hand, args.target, args.frame, args.window, args.hold,
-                                        args.database, progress=jobs._print_progress("reach"), warn=warn)
+                                        args.database, progress=jobs._print_progress("reach"), warn=warn,
+                                        whole_body=not args.arm_only)
             r = report["reach"]
             print(f"reldesc: {r['hand']} reaches '{r['target']}' at frame {r['frame']} ({1000 * r['hand_error']:.1f} mm "
                   f"off; frames {r['window'][0]}-{r['window'][1]}) in '{report['action']}'")

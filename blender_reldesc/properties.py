@@ -108,6 +108,10 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                               description="Frames over which the hand reaches out, and comes back after the hold")
     reach_hold: IntProperty(name="Hold", default=0, min=0, max=100000,
                             description="Frames the hand stays on the target (a moving target is followed)")
+    reach_whole_body: BoolProperty(name="Whole Body", default=True,
+                                   description="Solve the whole body again around the reach (collisions, joint "
+                                               "limits, the trunk follows a little); off: move the arm alone on the "
+                                               "bake's body (much faster, no collisions or limits for the arm)")
     reach_database: StringProperty(name="Database", default="",
                                    description="Comma-separated actions of this armature that reach for things: "
                                                "the path and timing are learnt from them (empty: a straight, "

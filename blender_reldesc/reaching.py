@@ -25,11 +25,12 @@ class ReachJob(jobs.BakeJob):
     label = "reach"
 
     def __init__(self, scene, arm, hand, target, frame, window=WINDOW, hold=0, database=(), warn=print,
-                 options=None):
+                 options=None, whole_body=True):
         super().__init__(scene, arm, warn=warn, reposition_contacts=False, options=options, solver="descriptors")
         self.hand, self.target_name, self.frame = hand, target, int(frame)
         self.window, self.hold = int(window), int(hold)
         self.database_names = [n for n in database if n]
+        self.whole_body = bool(whole_body)
 
     def read(self):
         super().read()
@@ -98,7 +99,7 @@ class ReachJob(jobs.BakeJob):
                                vertex_influence=self.influence, bone_lengths=self.bone_lengths, hinges=self.hinges)
         index = int(np.searchsorted(bound.frames, self.frame))
         self.result, self.info = session.reach(self.hand_joint, self.targets, index, self.window, progress, self.hold,
-                                               first_frame=int(bound.frames[0]))
+                                               first_frame=int(bound.frames[0]), body=self.whole_body)
         self.outcomes = None
         self.adapt_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -110,12 +111,14 @@ class ReachJob(jobs.BakeJob):
         i = self.info
         report["reach"] = dict(hand=self.hand, joint=i.hand, target=self.target_name, frame=self.frame,
                                window=[int(self.bound.frames[i.window[0]]), int(self.bound.frames[i.window[1]])],
-                               hold=self.hold, distance=i.distance, reach=i.reach, hand_error=i.hand_error,
+                               hold=self.hold, whole_body=self.whole_body, distance=i.distance, reach=i.reach, hand_error=i.hand_error,
                                database=self.database_names, references=len(i.references), seconds=i.seconds)
         return report
 
 
 def reach_job(scene, arm, hand, target, frame, window=WINDOW, hold=0, database=(), progress=None, warn=print,
-              options=None):
-    """Reach and bake; returns the report dictionary (``report['reach']``: the reach's figures)."""
-    return ReachJob(scene, arm, hand, target, frame, window, hold, database, warn, options).run(progress)
+              options=None, whole_body=True):
+    """Reach and bake; returns the report dictionary (``report['reach']``: the reach's figures).
+    ``whole_body``: False moves the arm alone on the bake's body (``core.reaching``)."""
+    return ReachJob(scene, arm, hand, target, frame, window, hold, database, warn, options,
+                    whole_body).run(progress)

@@ -28,9 +28,10 @@ def _target(skel, motion):
     return motion[FRAME, skel.index(HAND)] + np.array([0.25, -0.15, 0.35])
 
 
-def test_the_hand_reaches_the_target_and_the_rest_stays(scene):
+@pytest.mark.parametrize("body", [True, False])
+def test_the_hand_reaches_the_target_and_the_rest_stays(scene, body):
     skel, motion, verts, tris, binding, database = scene
-    result, info = reach(binding, None, HAND, _target(skel, motion), FRAME, window=20, database=database)
+    result, info = reach(binding, None, HAND, _target(skel, motion), FRAME, window=20, database=database, body=body)
     out, h = result.positions, skel.index(HAND)
     assert np.linalg.norm(out[FRAME, h] - _target(skel, motion)) < 0.01 and info.hand_error < 0.01
     assert info.window == (FRAME - 20, FRAME + 20)
@@ -41,7 +42,8 @@ def test_the_hand_reaches_the_target_and_the_rest_stays(scene):
     lengths = np.linalg.norm(out[:, 1:] - out[:, skel.parents[1:]], axis=-1)
     np.testing.assert_allclose(lengths, np.linalg.norm(motion[:, 1:] - motion[:, skel.parents[1:]], axis=-1),
                                rtol=1e-9)
-    assert result.joint_limit_violations.max() < 5.0
+    if body:                                            # the arm alone keeps no limits (see reach)
+        assert result.joint_limit_violations.max() < 5.0
     # The references came from the database, in order along the line to the target.
     assert len(info.references) == 13 and {c for c, _ in info.references} <= {0, 1, 2}
 
@@ -145,7 +147,7 @@ def test_rigs_of_other_conventions_reach(convention):
     reach_length = sum(np.linalg.norm(motion[frame, j] - motion[frame, skel.parents[j]]) for j in upper + lower)
     direction = np.array([0.6, -0.3, 0.5]) / np.linalg.norm([0.6, -0.3, 0.5])
     target = motion[frame, shoulder] + 0.8 * reach_length * direction
-    result, info = reach(binding, None, hand, target, frame, window=15)
+    result, info = reach(binding, None, hand, target, frame, window=25)
     out = result.positions
     assert np.linalg.norm(out[frame, hand] - target) < 0.01
     lengths = np.linalg.norm(out[:, 1:] - out[:, skel.parents[1:]], axis=-1)

@@ -137,6 +137,23 @@ def limb(skeleton, motion, hand):
     return shoulder, elbow, upper, lower
 
 
+def _arc(a, b, u):
+    """(n,3) from vectors ``a`` to ``b`` (n,3) at fractions ``u`` (n,): the direction turned
+    (spherical interpolation) and the length interpolated linearly."""
+    la, lb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    da, db = a / np.maximum(la, 1e-300)[:, None], b / np.maximum(lb, 1e-300)[:, None]
+    cos = np.clip(np.einsum("ni,ni->n", da, db), -1.0, 1.0)
+    theta = np.arccos(cos)
+    sin = np.sin(theta)
+    small = sin < 1e-6                                          # (anti)parallel: straight blend
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wa = np.where(small, 1.0 - u, np.sin((1.0 - u) * theta) / sin)
+        wb = np.where(small, u, np.sin(u * theta) / sin)
+    d = wa[:, None] * da + wb[:, None] * db
+    d /= np.maximum(np.linalg.norm(d, axis=1), 1e-300)[:, None]
+    return d * (la + u * (lb - la))[:, None]
+
+
 def _trunk(skeleton, anchor, chain):
     """Joints that carry the arm: the anchor, its ancestors and its other children."""
     out = [anchor]
@@ -235,7 +252,7 @@ class ReachSession:
         self.options = dict(adapt_options)
         self.base = adapt(binding, self.mesh, **self.options)
 
-    def reach(self, hand, target, frame, window=WINDOW, progress=None, hold=0, first_frame=0):
+    def reach(self, hand, target, frame, window=WINDOW, progress=None, hold=0, first_frame=0, body=True):
         """The base motion with ``hand`` (name or index) on ``target`` at ``frame``.
 
         target : (3,) or (F,3), a point or one per frame (a moving target: the hand aims at
@@ -243,6 +260,10 @@ class ReachSession:
             ``frame`` over which the reach goes out, and after the hold over which it comes
             back (clipped to the clip). hold : frames after ``frame`` the hand stays on the
             target. first_frame : the number messages give frame 0 (a scene's first bound frame).
+        body : solve the whole body again over the window (through the descriptors, with
+            collisions, limits and hinges: the trunk follows the arm a little); False moves the
+            arm alone on the bake's body (the paper's way: a few milliseconds an edit, no
+            collisions for the arm).
         Returns ``(AdaptResult, ReachInfo)``. A target beyond the arm's reach raises InputError
         naming the distance and the reach; nothing else is changed.
         """
@@ -307,52 +328,75 @@ class ReachSession:
         g = graphs[-1]
         chord = g[0] + u[-1][:, None] * (g[-1] - g[0])
         bend = _along(g, u[-1]) - chord
-        path = base[W, hand] + u[-1][:, None] * (target[W] - base[W, hand]) + np.einsum("wij,wj->wi", rot, bend)
+        # Around the shoulder: the direction turned and the distance changed in step, so the
+        # hand never passes through the shoulder on its way (a straight line from a hand swung
+        # back to a target ahead does; the elbow then whips round).
+        # After the hold the hand lets go: the point it left is carried with the trunk (a target
+        # the character walks past is not reached back for).
+        goal = target[W].copy()
+        after = W > last
+        if after.any():
+            i_last = int(np.searchsorted(W, last))
+            held_at = rot[i_last].T @ (target[last] - base[last, anchor])
+            goal[after] = base[W[after], anchor] + np.einsum("wij,j->wi", rot[after], held_at)
+        path = base[W, root] + _arc(base[W, hand] - base[W, root], goal - base[W, root], u[-1]) \
+            + np.einsum("wij,wj->wi", rot, bend)
         # On the way the trunk moves (a walk): each point is kept within the arm's reach.
         centre = base[W, root]
         away = path - centre
         far = np.linalg.norm(away, axis=1)
         limit = REACH_MARGIN * rig.lengths[W][:, arm].sum(axis=1)
         path = np.where((far > limit)[:, None], centre + away * (limit / np.maximum(far, 1e-12))[:, None], path)
-        path[tau >= 1.0] = target[W[tau >= 1.0]]
+        on = (W >= frame) & (W <= last)
+        path[on] = target[W[on]]                                 # exact while on the target
         pins = np.full((F, len(sk), 3), np.nan)
         pins[W, hand] = path
         if rig.pins is not None:
             pins[~np.isnan(rig.pins)] = rig.pins[~np.isnan(rig.pins)]
         rig.pins = pins
-        targets, affinity = rig.targets(self.mesh, W)
+        if body:
+            targets, affinity = rig.targets(self.mesh, W)
+        else:
+            targets, affinity = self.base.targets[W].copy(), self.base.affinity[W].copy()
         for i, j in enumerate(chain[:-1].tolist()):              # the arm above the hand: along its graph
             shift = np.einsum("wij,wj->wi", rot, _along(graphs[i], u[i]) - graphs[i][0])
             targets[:, j] = base[W, j] + shift                   # (their affinity stays: the pinned hand leads)
         # A graph that still jumps (references far apart) is eased like any target that outpaces
         # the source: the solver carries a frame's target motion into the next frame.
         targets = smooth_jumps(base[W], targets, rig.source_step)
-        targets[:, hand] = pins[W, hand]                         # where it is pinned (collisions test from there)
-        # Collisions for the joints the reach moves: the arm, what hangs from it, and the trunk
-        # above the legs (the feet keep the bake's places: their targets are the bake's).
-        tested = np.zeros(len(sk), bool)
-        tested[trunk] = True
-        tested[[root, *arm]] = True
-        for j in [root, *arm]:
-            tested[sk.descendants(j)] = True
-        collide = Collisions(self.mesh, b.body_height, F, joints=tested)
-        collide.set_targets(W, targets)
-        on = (W >= frame) & (W <= last)
-        pins[W[on], hand] = target[W[on]]                        # exact while on the target
-        warper = rig.warper(collide, frames=W)
-        warper.final_iterations = max(warper.iterations, FINAL_ITERATIONS)
-        # Frame after frame from the window's first frame, where the reach has not started yet
-        # (the base's pose is its solution): a frame's solve starts from the one before, so the
-        # arm cannot swing to the other side between frames, as independent solves did
-        # (measured: steps 1.5-2.6x the source's).
-        solved = warper.run(targets, base[s], affinity, progress, segments=0, settled=True)
-        held = ~np.isnan(pins[W][..., 0])
-        solved = rig.finish(solved, W, held=held)
-        # The elbow placed exactly between the shoulder and the pinned hand (two-bone IK in the
-        # plane the solve bent the arm in): the exact-length pass keeps a pinned joint where it is.
+        targets[:, hand] = path                                  # where it is pinned (collisions test from there)
+        if body:
+            # Collisions for the joints the reach moves: the arm, what hangs from it, and the
+            # trunk above the legs (the feet keep the bake's places: their targets are the bake's).
+            tested = np.zeros(len(sk), bool)
+            tested[trunk] = True
+            tested[[root, *arm]] = True
+            for j in [root, *arm]:
+                tested[sk.descendants(j)] = True
+            collide = Collisions(self.mesh, b.body_height, F, joints=tested)
+            collide.set_targets(W, targets)
+            warper = rig.warper(collide, frames=W)
+            warper.final_iterations = max(warper.iterations, FINAL_ITERATIONS)
+            # Frame after frame from the window's first frame, where the reach has not started
+            # yet (the base's pose is its solution): a frame's solve starts from the one before,
+            # so the arm cannot swing to the other side between frames, as independent solves
+            # did (measured: steps 1.5-2.6x the source's).
+            solved = warper.run(targets, base[s], affinity, progress, segments=0, settled=True)
+            solved = rig.finish(solved, W, held=~np.isnan(pins[W][..., 0]))
+            side = solved[:, elbow]                              # the plane the solve bent the arm in
+        else:
+            # The arm alone (the paper's way): the body is the bake's.
+            solved = base[W].copy()
+            solved[:, hand] = path
+            # The bake's arm turned by the smallest rotation taking its shoulder-hand line onto
+            # the new one: the elbow keeps its side (a swivel continuous in time).
+            turn = swing(base[W, hand] - base[W, root], path - base[W, root])
+            side = base[W, root] + np.einsum("wij,wj->wi", turn, base[W, elbow] - base[W, root])
+        # The elbow placed exactly between the shoulder and the pinned hand (two-bone IK): the
+        # exact-length pass keeps a pinned joint where it is.
         l1, l2 = rig.lengths[W][:, upper].sum(axis=1), rig.lengths[W][:, lower].sum(axis=1)
         before = solved.copy()
-        solved[:, elbow], solved[:, hand] = two_bone(solved[:, root], solved[:, elbow], solved[:, hand], l1, l2)
+        solved[:, elbow], solved[:, hand] = two_bone(solved[:, root], side, solved[:, hand], l1, l2)
         for top, end, bones, total in ((root, elbow, upper, l1), (elbow, hand, lower, l2)):
             along = np.cumsum(rig.lengths[W][:, bones], axis=1) / total[:, None]
             for k, j in enumerate(bones[:-1]):                # split joints stay on their straight bone
@@ -431,6 +475,8 @@ class ReachSession:
         return graphs, refs
 
 
-def reach(binding, mesh, hand, target, frame, window=WINDOW, database=(), progress=None, hold=0, **adapt_options):
+def reach(binding, mesh, hand, target, frame, window=WINDOW, database=(), progress=None, hold=0, body=True,
+          **adapt_options):
     """One reach (see ``ReachSession``): ``(AdaptResult, ReachInfo)``."""
-    return ReachSession(binding, mesh, database, **adapt_options).reach(hand, target, frame, window, progress, hold)
+    return ReachSession(binding, mesh, database, **adapt_options).reach(hand, target, frame, window, progress, hold,
+                                                                        body=body)

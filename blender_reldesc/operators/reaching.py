@@ -1,7 +1,7 @@
 """Reaching: the bound armature's hand reaches an Empty at a frame, baked (``reaching``)."""
 
 import bpy
-from bpy.props import IntProperty, StringProperty
+from bpy.props import EnumProperty, IntProperty, StringProperty
 
 from .. import jobs, reaching
 from .base import _JobOperator
@@ -25,6 +25,8 @@ class RELDESC_OT_reach(_JobOperator, bpy.types.Operator):
                       description="Frames the hand stays on the target (negative: the panel's)")
     database: StringProperty(name="Database", default="", options={'SKIP_SAVE'},
                              description="Comma-separated reaching actions to learn from (empty: the panel's)")
+    solve: EnumProperty(name="Solve", options={'SKIP_SAVE'}, default='PANEL', items=[
+        ('PANEL', "Panel", ""), ('BODY', "Whole Body", ""), ('ARM', "Arm Alone", "")])
 
     def make_job(self, context, warn):
         s = context.scene.reldesc
@@ -34,7 +36,8 @@ class RELDESC_OT_reach(_JobOperator, bpy.types.Operator):
                                  self.frame if self.frame >= 0 else s.reach_frame,
                                  self.window if self.window >= 0 else s.reach_window,
                                  self.hold if self.hold >= 0 else s.reach_hold, database, warn=warn,
-                                 options=jobs.bake_options_from_scene(context.scene))
+                                 options=jobs.bake_options_from_scene(context.scene),
+                                 whole_body=s.reach_whole_body if self.solve == 'PANEL' else self.solve == 'BODY')
 
     def finish(self, context, report):
         r = report["reach"]

@@ -240,6 +240,7 @@ class RELDESC_PT_reaching(_SubPanel, bpy.types.Panel):
         col.prop(s, "reach_window")
         col.prop(s, "reach_hold")
         layout.prop(s, "reach_database")
+        layout.prop(s, "reach_whole_body")
         layout.operator("reldesc.reach", icon='VIEW_PAN')
 
 

@@ -117,6 +117,10 @@ def test_reach_command_line(scene, tmp_path):
     data = json.loads(report.read_text())
     assert data["reach"]["hand_error"] < 0.01 and data["reach"]["window"] == [FRAME - 10, FRAME + 10]
     assert data["action"] == "Walk.adapted" and out.exists()
+    r = run("--target", "Cup", "--frame", str(FRAME), "--arm-only", "-o", str(out), "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    assert data["reach"]["whole_body"] is False and data["reach"]["hand_error"] < 0.01
     before = os.path.getmtime(path)
     r = run("--target", "Moon", "--frame", str(FRAME))
     lines = [line for line in r.stderr.splitlines() if line.strip()]

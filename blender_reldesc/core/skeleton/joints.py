@@ -150,6 +150,18 @@ class Hinges:
         self.normal = normal
         self.upper = upper
 
+    def subset(self, joints):
+        """The hinges whose hinge joint is in ``joints`` (a reach re-solves one arm: the others
+        are the bake's), with only the anchors they use; None when there are none."""
+        keep = np.flatnonzero(np.isin(self.triples[:, 1], np.asarray(list(joints), np.int64)))
+        if not keep.size:
+            return None
+        used = sorted(set(self.which[keep].tolist()))
+        where = {a: n for n, a in enumerate(used)}
+        return Hinges(self.triples[keep], [self.anchors[a] for a in used],
+                      np.array([where[a] for a in self.which[keep].tolist()], np.int64),
+                      self.normal[:, keep], self.upper[:, keep])
+
     def __len__(self):
         return len(self.triples)
 

@@ -159,3 +159,24 @@ def test_rigs_of_other_conventions_reach(convention):
         assert np.degrees(np.arccos(np.clip(cos, -1, 1))).max() < 1.0
     step = np.linalg.norm(np.diff(out, axis=0), axis=-1).max()
     assert step <= 1.2 * np.linalg.norm(np.diff(motion, axis=0), axis=-1).max()
+
+
+def test_a_hinge_subset_keeps_its_hinges_and_their_anchors(scene):
+    from blender_reldesc.core.adaptation import Rig
+    skel, motion, verts, tris, binding, database = scene
+    hinges = Rig(binding).hinges
+    knee = skel.index("LeftLeg")                         # the walk's hinges are its knees and ankles
+    part = hinges.subset([knee])
+    assert part.triples[:, 1].tolist() == [knee] and len(part.anchors) == 1
+    k = int(np.flatnonzero(hinges.triples[:, 1] == knee)[0])
+    assert part.anchors[0][0] == hinges.anchors[hinges.which[k]][0]
+    np.testing.assert_array_equal(part.normal[:, 0], hinges.normal[:, k])
+    assert hinges.subset([skel.index("RightForeArm")]) is None      # not a hinge in this walk
+    # The subset reflects the knee exactly as the whole set does.
+    hip, ankle = int(part.triples[0, 0]), int(part.triples[0, 2])
+    bent = motion.copy()
+    bent[:, knee] = bent[:, hip] + bent[:, ankle] - bent[:, knee]            # the knee flipped through
+    whole = hinges.limit(bent.copy(), motion, np.arange(len(motion)))
+    alone = part.limit(bent.copy(), motion, np.arange(len(motion)))
+    np.testing.assert_allclose(alone[:, knee], whole[:, knee], atol=1e-12)
+    assert np.abs(alone[:, knee] - bent[:, knee]).max() > 0.01                # it did reflect

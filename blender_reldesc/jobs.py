@@ -6,6 +6,7 @@ the file as it was), and returns a report dictionary with counts and timings.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import time
 from dataclasses import dataclass
@@ -229,12 +230,31 @@ def rest_lengths(rig):
     return skeleton.bone_lengths(joints[None])[0]
 
 
+#: Bindings read back this session, by a digest of their stored bytes (most recent last): a
+#: re-bake reuses what the last bake learnt and computed from the source (the coefficient table,
+#: hinges and limits, the interaction mesh's tetrahedra). A re-bind stores other bytes.
+_LOADED = {}
+_LOADED_MAX = 2
+
+
+def load_binding(data):
+    """``Binding.load(data)``, the same object again for the same bytes."""
+    key = hashlib.sha1(data).hexdigest()
+    binding = _LOADED.pop(key, None)
+    if binding is None:
+        binding = Binding.load(data)
+    _LOADED[key] = binding
+    while len(_LOADED) > _LOADED_MAX:
+        _LOADED.pop(next(iter(_LOADED)))
+    return binding
+
+
 class Bound:
     """A stored binding read back with what the bake and the live preview need."""
 
     def __init__(self, arm):
         data, pose, self.meta = adapter.load_stored(arm)
-        self.binding = Binding.load(data)
+        self.binding = load_binding(data)
         pose = _load_npz(pose)
         self.rotations, self.world = pose["rotations"], pose["world"]
         self.stretch = pose.get("stretch")

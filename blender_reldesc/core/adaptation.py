@@ -912,9 +912,14 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
     limits = None
     if len(rig.limits) and rig.solver_options.get("limits", True) is not None:
         limits = (rig.limits.pairs, rig.limits.min_distance(rig.lengths))
+    cache = None
+    if binding.frame_count <= interaction_mesh.CACHE_FRAMES:     # the tetrahedra, kept for re-bakes
+        key = ("interaction_mesh", options.get("environment_points", interaction_mesh.ENVIRONMENT_POINTS),
+               rig.bones.tobytes(), rig.glue.tobytes())
+        cache = binding._joint_models.setdefault(key, {})
     solved, _ = interaction_mesh.solve(binding.motion, rig.bones, rig.lengths, rig.glue, binding.mesh, deformed_mesh,
                                        binding.triangles, binding.barycentrics, binding.body_height, pins=rig.pins,
-                                       collisions=collisions, progress=progress, limits=limits, **options)
+                                       collisions=collisions, progress=progress, limits=limits, cache=cache, **options)
     positions = rig.finish(solved, frames)
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,

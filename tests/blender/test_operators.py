@@ -69,6 +69,25 @@ def test_bake_with_the_interaction_mesh_solver(scene):
     assert standing.sum() > 10 and np.abs(after - before)[standing].max() < 0.02
 
 
+def test_a_rebake_reuses_the_binding_read_back_and_a_rebind_does_not(scene):
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    demo.lower_beam(beam)
+    bpy.ops.reldesc.bake(armature="Walker")
+    first = jobs.Bound(arm).binding
+    keys = fcurve_snapshot(bpy.data.actions["Walk.adapted"])
+    bpy.ops.reldesc.bake(armature="Walker")
+    assert jobs.Bound(arm).binding is first                   # what the first bake computed is reused
+    again = fcurve_snapshot(bpy.data.actions["Walk.adapted"])
+    assert keys.keys() == again.keys() and all(np.array_equal(keys[k], again[k]) for k in keys)
+    arm.animation_data.action = bpy.data.actions["Walk"]
+    demo.bend_bridge(bridge)                                  # bound again on another environment
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    rebound = jobs.Bound(arm).binding
+    assert rebound is not first and not np.array_equal(rebound.mesh.vertices, first.mesh.vertices)
+
+
 def test_rebake_replaces_the_adapted_action(scene):
     scene, arm, *_ = scene
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")

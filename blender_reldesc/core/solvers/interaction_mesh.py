@@ -67,6 +67,9 @@ OVERLAP = 20
 #: allowed depth, so a joint pushed out is not let back in by the next step.
 COLLISION_BAND = 0.005
 
+#: Clips up to this long keep their tetrahedra on the binding between bakes (about 100 kB a frame).
+CACHE_FRAMES = 2000
+
 SOLVERS = ("descriptors", "interaction_mesh")
 
 
@@ -142,7 +145,7 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
           pins=None, collisions=True, progress=None, morph_steps=MORPH_STEPS, settle_steps=SETTLE_STEPS,
           window=WINDOW, overlap=OVERLAP, environment_points=ENVIRONMENT_POINTS,
           acceleration_weight=ACCELERATION_WEIGHT, collision_weight=COLLISION_WEIGHT, pin_weight=PIN_WEIGHT,
-          limits=None, limit_weight=LIMIT_WEIGHT):
+          limits=None, limit_weight=LIMIT_WEIGHT, cache=None):
     """Joint positions (F,J,3) adapting ``motion`` (F,J,3) to the ``deformed`` environment.
 
     bones : (B,2) (parent, child) joints with a length; lengths : (F,J) each bone's target length
@@ -154,6 +157,9 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
         solver has them (``skeleton.joints.BendLimits``): a joint bent past its limit gets a soft
         constraint on its parent-child distance (``limit_weight``) for the next step. The paper has
         no joint limits; without them a beam lowered onto the head folds the neck (benchmarks).
+    cache : optional dict kept by the caller between solves of the same source (``adapt`` keeps
+        one on the binding): each frame's tetrahedra and environment points depend on the
+        source alone, so a re-bake after an edit skips the Delaunay.
 
     Returns ``positions (F,J,3), info`` with ``info`` a dict: ``windows``, ``collision_rows``
     (soft collision constraints in the last solve of each window, summed), ``points`` (mean
@@ -190,9 +196,8 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
     if used is not None:
         used[:original.vertex_count] = np.isin(np.arange(original.vertex_count), original.triangles[original.valid])
 
-    def env_of(f):
-        src = src_static if src_static is not None else candidates(original, f)
-        now = now_static if now_static is not None else candidates(deformed, f)
+    def pick_of(f, src):
+        """The environment points of frame f: the candidates nearest the frame's joints."""
         ok = used if used is not None else np.ones(len(src), bool)
         count = min(int(environment_points), int(ok.sum()))
         near = tree if tree is not None else cKDTree(src)
@@ -204,8 +209,20 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
         np.minimum.at(best, i, d)
         best[~ok] = np.inf
         pick = np.argsort(best, kind="stable")[:count]
-        pick = np.sort(pick[np.isfinite(best[pick])])
-        return src[pick], now[pick]
+        return np.sort(pick[np.isfinite(best[pick])])
+
+    def frame_of(f):
+        """``(interaction mesh, source points, current points)`` of frame f."""
+        src = src_static if src_static is not None else candidates(original, f)
+        now = now_static if now_static is not None else candidates(deformed, f)
+        hit = None if cache is None else cache.get(f)
+        if hit is None:
+            pick = pick_of(f, src)
+            hit = (_mesh_of_frame(motion[f, free_joints], src[pick], bones_set, H, f), pick)
+            if cache is not None:
+                cache[f] = hit
+        mesh, pick = hit
+        return mesh, src[pick], now[pick]
 
     final_collider = source_collider = None
     if collisions:
@@ -222,8 +239,8 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
         frames = np.arange(s, e)
         meshes, envs = [], []
         for f in frames.tolist():
-            src_env, now_env = env_of(f)
-            meshes.append(_mesh_of_frame(motion[f, free_joints], src_env, bones_set, H, f))
+            mesh, src_env, now_env = frame_of(f)
+            meshes.append(mesh)
             envs.append((src_env, now_env))
         info["points"] += sum(len(a) for a, _ in envs) / F
         held = None

@@ -1,7 +1,7 @@
 """Reaching: a hand reaches a target the animator places (Mousas and Newbury; seed 004).
 
 The base motion is the binding's, adapted to the environment as it is (``adapt``). Around the
-reach's frame a window of frames is solved again:
+reach's frame a window of frames is made again:
 
 1. **Reference postures.** The database (other clips of the same skeleton) is aligned, posture
    by posture, on the base's trunk at the reach's frame (best-fit rotation of the trunk about
@@ -18,12 +18,18 @@ reach's frame a window of frames is solved again:
    its distance from its starting position against normalised time, up to its farthest point
    (the paper's time-warping graphs); without a database, a minimum-jerk profile.
 4. **The reach.** Over the window the hand goes from where the base has it to the target and
-   back along its graph (the chord from the hand to the target, bent as the graph bends), each
-   arm joint's target shifted along its own graph by its own timing, all carried with the
-   trunk's motion. The hand is pinned to that path (a moving target, one position per frame, is
-   followed); the other joints keep their relation to the environment through the descriptors
-   (reaching while seated keeps the seat), solved by the warping solver with the same hinges,
-   limits and exact-length pass as a bake.
+   back: about the shoulder (its direction turned on the sphere, its distance changed in step,
+   so it never passes through the shoulder), bent as its graph bends, each arm joint's target
+   shifted along its own graph by its own timing, all carried with the trunk's motion. The
+   hand is pinned to that path; a moving target is followed while held; after the hold the
+   point it let go of is carried with the trunk. The elbow is then placed by exact two-bone IK
+   (bones split along their length count as one), and what hangs from the arm turns with it.
+5. **The rest of the body**, by default, is solved again over the window through the
+   descriptors (reaching while seated keeps the seat), frame after frame from the window's
+   first frame, with collisions for the arm and trunk, the arm's hinges, the limits and the
+   exact-length pass of a bake (one substep a frame: the body around the arm follows the
+   bake's targets, which its solve already met). With ``body=False`` the arm alone moves on
+   the bake's body, the paper's way (a few milliseconds; no collisions or limits for the arm).
 
 Positions only: the paper registers rotations too (Euler angles); here the bone rotations follow
 from the positions as in every bake.

@@ -888,6 +888,11 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         collide.set_targets(frames, targets)
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)
+    return _result(rig, solved, positions, targets, affinity, frames)
+
+
+def _result(rig, solved, positions, targets, affinity, frames):
+    """The ``AdaptResult`` of a solve: ``solved`` before the exact-length pass, ``positions`` after."""
     residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
     return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
                        rig.limit_violations(positions, frames), rig.unbound_names(), rig.hinge_names)
@@ -921,9 +926,7 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
                                        binding.triangles, binding.barycentrics, binding.body_height, pins=rig.pins,
                                        collisions=collisions, progress=progress, limits=limits, cache=cache, **options)
     positions = rig.finish(solved, frames)
-    residual = np.linalg.norm(positions - targets, axis=-1).mean(axis=1)
-    return AdaptResult(positions, targets, affinity, rig.bone_error(solved, frames), residual, rig.lengths,
-                       rig.limit_violations(positions, frames), rig.unbound_names(), rig.hinge_names)
+    return _result(rig, solved, positions, targets, affinity, frames)
 
 
 class LiveSession:

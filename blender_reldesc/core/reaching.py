@@ -362,10 +362,8 @@ class ReachSession:
         if rig.pins is not None:
             pins[~np.isnan(rig.pins)] = rig.pins[~np.isnan(rig.pins)]
         rig.pins = pins
-        if body:
-            targets, affinity = rig.targets(self.mesh, W)
-        else:
-            targets, affinity = self.base.targets[W].copy(), self.base.affinity[W].copy()
+        # The bake's targets (Eq. 2 does not depend on the reach), the arm's replaced below.
+        targets, affinity = self.base.targets[W].copy(), self.base.affinity[W].copy()
         for i, j in enumerate(chain[:-1].tolist()):              # the arm above the hand: along its graph
             shift = np.einsum("wij,wj->wi", rot, _along(graphs[i], u[i]) - graphs[i][0])
             targets[:, j] = base[W, j] + shift                   # (their affinity stays: the pinned hand leads)
@@ -442,8 +440,10 @@ class ReachSession:
         bone_error = self.base.bone_length_error.copy()
         bone_error[W] = rig.bone_error(solved, W)
         residual = np.linalg.norm(out - all_targets, axis=-1).mean(axis=1)
+        limits = self.base.joint_limit_violations.copy()          # the window's only: the rest is the bake's
+        limits[W] = rig.limit_violations(solved, W)
         result = AdaptResult(out, all_targets, all_affinity, bone_error, residual, rig.lengths,
-                             rig.limit_violations(out, np.arange(F)), self.base.unbound_joints, self.base.hinges)
+                             limits, self.base.unbound_joints, self.base.hinges)
         info = ReachInfo(sk.names[hand], sk.names[anchor], frame, (int(s), int(e)), distance, reach,
                          float(np.linalg.norm(out[frame, hand] - target[frame])), refs,
                          time.perf_counter() - t0)

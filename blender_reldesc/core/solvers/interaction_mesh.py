@@ -44,6 +44,7 @@ from scipy.sparse.linalg import lsqr, splu
 from scipy.spatial import Delaunay, QhullError, cKDTree
 from scipy.spatial.transform import Rotation
 
+from .. import constants as C
 from ..errors import Cancelled, InputError
 from ..geometry import Collider
 from ..descriptors.weights import frames_of
@@ -282,7 +283,6 @@ def solve(motion, bones, lengths, glue, original, deformed, triangles, barycentr
 
 
 def _collider(mesh, f, H):
-    from .. import constants as C
     return Collider(mesh.frame(f), mesh.normals(f), mesh.triangles, mesh.valid, C.COLLISION_BAND_FRACTION * H)
 
 

@@ -1,12 +1,13 @@
 """Contacts (Eurographics 2016): contact phases, their validity against the edited scene,
-candidates and re-positioning (today in one module, ``repositioning``)."""
+candidates and re-positioning (``repositioning``), the centre of mass (``balance``) and limb
+workspaces (``workspace``)."""
 
 from .repositioning import (FRICTION, ROOT_SLACK, SOLE_MAX, ContactError, ContactPhase, Limb, Outcome,
                             adapt_with_contacts, candidate_points, check_contacts, contact_point, contact_report,
                             default_effectors, detect_contacts, duration_score, fabrik, find_limb, force_ellipsoid,
-                            force_profile, landed, limb_jacobian, plan_repositioning, profile_along, track)
+                            force_profile, landed, limb_jacobian, plan_repositioning, profile_along, reach_excess, track)
 
 __all__ = ["FRICTION", "ROOT_SLACK", "SOLE_MAX", "ContactError", "ContactPhase", "Limb", "Outcome",
            "adapt_with_contacts", "candidate_points", "check_contacts", "contact_point", "contact_report",
            "default_effectors", "detect_contacts", "duration_score", "fabrik", "find_limb", "force_ellipsoid",
-           "force_profile", "landed", "limb_jacobian", "plan_repositioning", "profile_along", "track"]
+           "force_profile", "landed", "limb_jacobian", "plan_repositioning", "profile_along", "reach_excess", "track"]

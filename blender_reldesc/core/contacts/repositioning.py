@@ -11,8 +11,8 @@ environment deformation* (Eurographics 2016). What this module implements:
   a tenth of the longest (a straight limb's flat ellipsoid made 1/sigma explode);
 - validity after adaptation (§5.2) in this order: *unsupported* (the adapted
   effector is on no surface), *unreachable* (the contact point leaves the
-  limb's workspace, approximated by the ball of the limb's length around
-  its root: the convex hull of all its configurations without joint limits),
+  limb's workspace on some frame: the convex hull of 12,000 configurations
+  within anatomical joint limits, carried with the body frame, ``workspace``),
   *collision* (points along the bones of the contact's limb and of the trunk
   inside the environment on any frame of the phase, where the source was not)
   and *balance* (on most frames of the phase, the centre of mass from segment
@@ -47,6 +47,7 @@ from ..geometry import normalize
 from ..geometry.proximity import Collider
 from ..skeleton.joints import limb_effectors
 from .balance import bone_samples, centre_of_mass, segment_masses
+from .workspace import body_frames, limb_workspace, to_body
 
 FRICTION = 0.7
 #: An effector whose lowest distance to the environment over the clip is more than this many
@@ -104,11 +105,13 @@ def default_effectors(skeleton, motion, body_height):
 
 
 def find_limb(skeleton, name):
-    """The limb of effector ``name``: walk up until the joint whose parent branches."""
+    """The limb of effector ``name``: walk up until the joint whose parent branches. Leaves
+    beside the limb (twist bones: Unreal's ``lowerarm_twist_01_l`` beside ``hand_l``) are no
+    branch."""
     j = skeleton.index(name)
     chain = [j]
     p = skeleton.parents[j]
-    while p >= 0 and len(skeleton.children(p)) < 2:
+    while p >= 0 and all(len(skeleton.children(k)) == 0 for k in skeleton.children(p) if k != chain[-1]):
         chain.append(p)
         p = skeleton.parents[p]
     chain = np.array(chain[::-1])
@@ -276,8 +279,39 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
 
 # --- validity (§5.2) ---------------------------------------------------------------
 
-def _reach(limb, lengths, f):
-    return float(lengths[f, limb.chain[1:]].sum())
+def _body_frames(binding):
+    """The binding's ``workspace.BodyFrames``, found once."""
+    key = ("body_frames",)
+    if key not in binding._joint_models:
+        sk = binding.skeleton
+        chains = []
+        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
+            try:
+                chains.append(find_limb(sk, sk.names[e]).chain)
+            except ContactError:
+                pass
+        binding._joint_models[key] = body_frames(sk, binding.motion, binding.body_height, chains)
+    return binding._joint_models[key]
+
+
+def _workspace(binding, limb, lengths):
+    """The limb's ``workspace.Workspace`` for bone ``lengths`` ((n,J) over the frames judged:
+    their median), built once per limb and length."""
+    L = np.median(np.atleast_2d(lengths)[:, limb.chain[1:]], axis=0)
+    key = ("workspace", tuple(limb.chain.tolist()), tuple(np.round(L / (0.005 * binding.body_height)).astype(int).tolist()))
+    if key not in binding._joint_models:
+        full = np.median(binding.skeleton.bone_lengths(binding.motion), axis=0)
+        full[limb.chain[1:]] = L
+        binding._joint_models[key] = limb_workspace(binding.skeleton, binding.motion, binding.body_height,
+                                                    _body_frames(binding), limb.chain, full)
+    return binding._joint_models[key]
+
+
+def reach_excess(binding, limb, poses, roots, points, lengths):
+    """How far (body-frame plane distance, <= 0 inside) ``points`` (..., n, 3) lie outside the
+    limb's workspace placed at ``roots`` (n,3) and turned with the body of ``poses`` (n,J,3)."""
+    rot = _body_frames(binding).rotations(poses)
+    return _workspace(binding, limb, lengths).excess(to_body(rot, roots, points))
 
 
 def _hull_distance(points2d, q):
@@ -377,10 +411,11 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
             p, n = (np.stack(x) for x in zip(*(contact_point(mesh, ph, int(f)) for f in frames)))
         else:
             p, n = contact_point(mesh, ph, 0)
-        # Within the contact tolerance of full extension still counts as reached
-        # (a walking stance leg is straight at heel strike and toe off).
-        reach = lengths[frames][:, limb.chain[1:]].sum(axis=1)
-        if np.any(np.linalg.norm(p + n * ph.clearance - positions[frames, limb.root], axis=-1) > reach + eps0):
+        # Outside the limb's workspace (the hull of its configurations within joint limits,
+        # carried with the body) by more than the contact tolerance on any frame.
+        goal = np.broadcast_to(p + n * ph.clearance, (len(frames), 3))
+        if np.any(reach_excess(binding, limb, positions[frames], positions[frames, limb.root], goal,
+                               lengths[frames]) > eps0):
             out.append((False, "unreachable"))
             continue
         # Collision: a bone of the contact's limb or of the trunk (three points along each)
@@ -578,8 +613,8 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle))
             continue
         # The root may come down or across by ROOT_SLACK body heights to reach a new
-        # contact (the solver lowers the hips); the paper replans the root instead.
-        reach = lambda f, limb=limb: _reach(limb, lengths, f) + ROOT_SLACK * H  # noqa: E731
+        # contact (the solver lowers the hips): candidates within that of the workspace.
+        frames = np.arange(ph.start, ph.end + 1)
         # Feet need support (a surface oriented like the original one); hands may
         # push on anything that faces the limb's root (a wall after a ceiling).
         support = any(w in ph.name.lower() for w in ("foot", "toe"))
@@ -590,7 +625,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         # source root moved like the neighbouring valid contacts moved.
         roots = _root_estimate(phases, checks, positions, motion, ph)
         root = roots[m - ph.start]
-        near = np.linalg.norm(goal - root, axis=1) <= reach(m)
+        near = reach_excess(binding, limb, positions[m], root, goal, lengths[frames]) <= ROOT_SLACK * H
         # Not on the surface that failed: a candidate must stay on after the edit.
         pts, nrm, goal, cand_tri, cand_bary = pts[near], nrm[near], goal[near], cand_tri[near], cand_bary[near]
         if not len(pts):
@@ -600,9 +635,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         chain_m = motion[m, limb.chain] - motion[m, limb.root] + root
         bents = fabrik(chain_m, goal, seg)                                    # every candidate at once
         h1 = profile_along(bents, ph.axes, nrm, friction) @ ph.profile                        # Eq. 11
-        frames = np.arange(ph.start, ph.end + 1)
-        reaches = np.array([reach(int(f)) for f in frames])
-        inside = np.linalg.norm(goal[:, None] - roots[None], axis=-1) <= reaches[None]
+        inside = reach_excess(binding, limb, positions[frames], roots, goal[:, None], lengths[frames]) <= ROOT_SLACK * H
         h2 = duration_score(inside, m - ph.start)                                             # Eq. 12-13
         h1n = h1 / max(np.abs(h1).max(), 1e-12)
         score = 0.7 * h1n + 0.3 * h2                                                           # Eq. 14

@@ -335,6 +335,23 @@ def stepping_stones(frames=120, stone_height=0.2, floor=True):
     return skel, motion, verts, tris, stones
 
 
+def ceiling_walk(frames=120, ceiling=6.0):
+    """A walk on a floor under a ceiling slab (the contacts paper's Fig. 9): the slab is
+    1.6 m long across the middle of the path, 2 m wide and 0.1 m thick, its centre at height
+    ``ceiling`` (at 6 m it is out of every descriptor's reach; moved to 1.6 m it is an obstacle
+    inserted over the path: the head passes through it).
+
+    Returns ``skeleton, motion (F,J,3), vertices, triangles, (slab_start, slab_stop), centre``.
+    """
+    skel, motion = walk(frames)
+    x0, x1 = motion[..., 0].min() - 1.5, motion[..., 0].max() + 1.5
+    floor = grid(x1 - x0, 3.0, int((x1 - x0) / 0.25), 12, origin=(x0, -1.5))
+    cx = 0.5 * (motion[:, 0, 0].min() + motion[:, 0, 0].max())
+    slab = box((cx, 0.0, ceiling), (1.6, 2.0, 0.1), subdivisions=4)
+    verts, tris, ranges = merge(floor, slab)
+    return skel, motion, verts, tris, ranges[1], np.array([cx, 0.0, ceiling])
+
+
 # --- Rigs of the common naming conventions -------------------------------------
 #: Roles of a generic humanoid: (role, parent role, rest offset from the parent,
 #: metres, Z up, +Y the character's left). "{s}" is the side, mirrored in Y.

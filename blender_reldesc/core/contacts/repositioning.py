@@ -396,7 +396,7 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         all_sd = np.split(get(0).closest(eff)[0], np.cumsum([len(fr) for fr in spans])[:-1])
     out = []
     for k, ph in enumerate(phases):
-        limb, m = ph.limb, ph.middle
+        limb = ph.limb
         frames = np.arange(ph.start, ph.end + 1)
         eff = positions[frames, ph.effector]
         if mesh.animated:
@@ -714,11 +714,15 @@ def _ancestors(sk, j):
 
 def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locked=(), ignored=(),
                         distance=None, speed=None, fps=30.0, friction=FRICTION, up=(0.0, 0.0, 1.0), phases=None,
-                        **options):
+                        replan_root=True, seed=0, **options):
     """``adapt`` plus contact checking and, with ``reposition``, contact re-positioning.
 
     phases : the ``detect_contacts`` result for these settings when the caller has it already
         (detected once per bake); detected here otherwise.
+    replan_root : with ``reposition``, phases still invalid after re-positioning get the root
+        replanned over their frames (``replanning``, §7; static environments); when no root
+        path is found they are reported ``unresolved`` with reason ``no root path``.
+    seed : the root planner's random seed (the same seed gives the same motion).
     options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
     Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
     are reported ``unresolved``.
@@ -765,10 +769,46 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     # A contact reported repositioned must be on a surface in the final motion, on every frame
     # of its phase (the pins put it there, but a later round or the solver may not keep it).
     eps0 = 0.015 * binding.body_height if distance is None else float(distance)
-    for i, o in enumerate(outcomes):
-        if o.status == "repositioned" and not landed(result.positions, mesh, o.phase, eps0):
-            outcomes[i] = Outcome(o.phase, "unresolved", "unsupported", o.position, None)
-    return result, outcomes
+
+    def confirm(outcomes):
+        for i, o in enumerate(outcomes):
+            if o.status == "repositioned" and not landed(result.positions, mesh, o.phase, eps0):
+                outcomes[i] = Outcome(o.phase, "unresolved", "unsupported", o.position, None)
+        return outcomes
+
+    outcomes = confirm(outcomes)
+    bad = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and i not in set(ignored)]
+    if not (replan_root and bad) or mesh.animated:
+        return result, outcomes
+    # §7: the root replanned over the frames of the phases still invalid, then §7.3.
+    from .replanning import replan_windows
+    plans, pins = replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up, seed, fps=fps)
+    if not any(p is not None for _, p in plans):
+        for i in bad:
+            outcomes[i] = Outcome(phases[i], "unresolved", "no root path", phases[i].position, None)
+        return result, outcomes
+    result = adapt(binding, mesh, pins=pins, **options)
+    checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
+    again = [i for i in bad if not checks[i][0]]
+    if again and set(ignored).isdisjoint(again):
+        round_checks = [checks[i] if i in again else (True, None) for i in range(len(phases))]
+        planned, new_pins = plan_repositioning(binding, result.positions, mesh, phases, round_checks,
+                                               result.bone_lengths, set(locked), ignored, friction, up)
+        pins = np.where(np.isnan(new_pins), pins, new_pins)
+        result = adapt(binding, mesh, pins=pins, **options)
+        checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
+        for i in again:
+            if planned[i].status == "repositioned" and checks[i][0]:
+                outcomes[i] = planned[i]
+    for i, (ok, why) in enumerate(checks):
+        planned_here = any(p is not None and p.frames[0] <= phases[i].middle <= p.frames[-1] for _, p in plans)
+        if i in bad and outcomes[i].status != "repositioned":
+            reason = why if planned_here else "no root path"
+            outcomes[i] = Outcome(phases[i], "valid" if ok and planned_here else "unresolved",
+                                  "root replanned" if ok and planned_here else reason, phases[i].position, None)
+        elif i not in bad and outcomes[i].status == "valid" and not ok:
+            outcomes[i] = Outcome(phases[i], "unresolved", why, phases[i].position, None)
+    return result, confirm(outcomes)
 
 
 def landed(positions, mesh, phase, eps0):

@@ -1,0 +1,480 @@
+"""Root replanning (contacts paper §7): the last resort when contacts stay invalid.
+
+Where contact re-positioning leaves phases invalid (an obstacle moved in above the
+path: the trunk passes through it and no foot placement helps), the root's
+trajectory is planned again over those frames with a rapidly-exploring random tree,
+in the reachability space of Eq. 20-22:
+
+- *C_free*: the trunk and head (points along every bone that is not a limb's, taken
+  ``CLEAR`` thick) carried with the root are not inside or against the environment
+  where the source was not (the paper tests a box about the head and torso);
+- *C_keep*: every contact still held lies inside its limb's workspace
+  (``workspace``) placed at the moved limb root and turned with the body;
+- *C_rep*: every invalid contact's limb workspace holds a point of a surface it
+  can stand on (samples of the surfaces near the contact, oriented like it).
+
+A state is the root's offset from the adapted trajectory and a turn about the
+vertical (``YAW_MAX``); the tree grows forward in time from the first frame of the
+window, its samples drawn around the adapted trajectory (the paper's bias) and,
+one time in ``GOAL_BIAS``, at the window's end; an edge keeps the offset's speed
+within ``SPEED`` body heights per frame and is checked on every frame it spans.
+The window's ends join the adapted motion (offset 0) unless they are the clip's.
+The path found is shortened (shortcuts between its nodes) and smoothed when the
+smoothed path is still valid. Seeded, with a time budget; no path within it:
+``None`` (reported ``unresolved``, reason ``no root path``).
+
+§7.3 (``root_pins``): the trunk is pinned where the plan carries it and the contacts
+still held at their places; the solver bends the limbs in between (the paper's
+per-limb IK), and contacts still invalid then go through re-positioning again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..geometry.proximity import Collider
+from .balance import bone_samples
+
+#: Largest turn (radians) of the body about the vertical.
+YAW_MAX = np.radians(30.0)
+#: Largest change of the root offset, body heights per second (0.53 m/s for a 1.75 m body:
+#: a walk ducks 30 cm in 0.6 s), and of the turn, radians per second.
+SPEED = 0.3
+YAW_SPEED = np.radians(45.0)
+#: One sample in this many is the goal; the latest this many new nodes try to join it.
+GOAL_BIAS = 4
+GOAL_TRIES = 4
+#: Nodes this many frames or fewer from the window's end try to join it straight away.
+GOAL_FRAMES = 24
+#: Frames an edge spans at most.
+EDGE_FRAMES = 6
+#: Frames added before and after the invalid phases, doubled while no path is found up to PAD_MAX.
+PAD = 12
+PAD_MAX = 48
+#: Where along each trunk bone C_free is tested (the bones of a trunk are 10-25 cm: one through
+#: a 10 cm slab has a sample inside it).
+TRUNK_SAMPLES = (0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0)
+#: The trunk is taken as this thick about its bones (body heights: 9 cm for 1.75 m); with
+#: samples at most 8 cm apart, a bone through a surface has one within it.
+CLEAR = 0.05
+#: C_free is tested at the centres of voxels this many body heights wide (1.8 cm for a 1.75 m
+#: body: within the collision margin of 0.02).
+VOXEL = 0.01
+#: Surface samples per invalid contact kept for the C_rep test.
+REP_SAMPLES = 160
+
+
+@dataclass
+class RootPlan:
+    """A planned root over ``frames``: offset (n,3) from the adapted root and yaw (n,)."""
+
+    frames: np.ndarray
+    offset: np.ndarray
+    yaw: np.ndarray
+    nodes: int                       # tree size when the path was found
+    seconds: float
+
+
+def _yaw_rot(psi, up):
+    """(n,3,3) rotations by ``psi`` (n,) about the unit axis ``up``."""
+    x, y, z = up
+    c, s = np.cos(psi), np.sin(psi)
+    t = 1.0 - c
+    return np.stack([np.stack([c + x * x * t, x * y * t - z * s, x * z * t + y * s], -1),
+                     np.stack([y * x * t + z * s, c + y * y * t, y * z * t - x * s], -1),
+                     np.stack([z * x * t - y * s, z * y * t + x * s, c + z * z * t], -1)], -2)
+
+
+class _VoxelDistance:
+    """Signed distance to a static mesh at the centres of voxels ``size`` wide, computed the first
+    time a voxel is asked for and kept: the planner's states overlap, and most of its queries
+    hit voxels it asked for before (a proximity query costs some 20 µs a point)."""
+
+    def __init__(self, collider, size):
+        self.collider, self.size = collider, float(size)
+        self.keys = np.zeros(0, np.int64)
+        self.values = np.zeros(0)
+
+    def __call__(self, points):
+        cell = np.floor(points / self.size).astype(np.int64)
+        key = ((cell[:, 0] + (1 << 20)) << 42) | ((cell[:, 1] + (1 << 20)) << 21) | (cell[:, 2] + (1 << 20))
+        uniq, inverse = np.unique(key, return_inverse=True)
+        at = np.searchsorted(self.keys, uniq)
+        known = (at < len(self.keys)) & (self.keys[np.minimum(at, len(self.keys) - 1)] == uniq) if len(self.keys) \
+            else np.zeros(len(uniq), bool)
+        vals = np.empty(len(uniq))
+        vals[known] = self.values[at[known]]
+        new = np.flatnonzero(~known)
+        if new.size:
+            first = np.zeros(len(uniq), np.int64)
+            first[inverse] = np.arange(len(key))
+            centres = (cell[first[new]] + 0.5) * self.size
+            vals[new] = self.collider.closest(centres)[0]
+            keys, values = np.r_[self.keys, uniq[new]], np.r_[self.values, vals[new]]
+            order = np.argsort(keys, kind="stable")
+            self.keys, self.values = keys[order], values[order]
+        return vals[inverse]
+
+
+class Reachability:
+    """The test of Eq. 20-22 at frames of one window, many states at once.
+
+    trunk_bones : (B,) bone indices (``bone_samples`` order, by child joint) of the trunk;
+    keep : list of (limb, frames (n,), points (n,3)) of contacts held;
+    rep : list of (limb, frames (n,), samples (S,3)) of contacts to re-position;
+    workspace_of : callable limb -> ``workspace.Workspace``; frames_of : ``BodyFrames``.
+    """
+
+    def __init__(self, skeleton, positions, source, mesh, bind_mesh, body_height, root, trunk_bones,
+                 keep, rep, workspace_of, body, up, margin):
+        self.sk, self.pos, self.root, self.up = skeleton, positions, root, np.asarray(up, float)
+        self.H, self.margin = body_height, margin
+        self.collider = Collider(mesh.vertices, mesh.normals(0), mesh.triangles, mesh.valid, 0.3 * body_height)
+        self.distance = _VoxelDistance(self.collider, VOXEL * body_height)
+        samples_now = bone_samples(skeleton, positions, TRUNK_SAMPLES)          # (F,K,3)
+        B = int(np.sum(skeleton.parents >= 0))
+        k_of = np.tile(np.arange(B), len(samples_now[0]) // B)
+        self.mask = np.isin(k_of, trunk_bones)
+        self.trunk = samples_now[:, self.mask]                                   # (F,P,3)
+        then = Collider(bind_mesh.vertices, bind_mesh.normals(0), bind_mesh.triangles, bind_mesh.valid,
+                        0.3 * body_height)
+        src = bone_samples(skeleton, source, TRUNK_SAMPLES)[:, self.mask]
+        self.clear = CLEAR * body_height
+        self.was_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2]))
+        self.keep, self.rep = keep, rep
+        self.workspace_of, self.body = workspace_of, body
+        self.rot = body.rotations(positions)                                     # (F,3,3)
+
+    def _hit(self, sd):
+        """Samples inside the environment or within ``CLEAR`` of a surface (the trunk's
+        thickness about its bones; a bone through a thin slab has a sample that near it)."""
+        return (sd < -self.margin) | (np.abs(sd) < self.clear)
+
+    def _moved(self, f, o, R, pts):
+        """Points (n,K,3) of frames f (n,) carried by offset o (n,3) and turn R (n,3,3) about the root."""
+        r = self.pos[f, self.root][:, None]
+        return r + np.einsum("nij,nkj->nki", R, pts - r) + o[:, None]
+
+    def valid(self, f, o, psi):
+        """(n,) whether states (offset o (n,3), yaw psi (n,)) at frames f (n,) are in C_reach."""
+        f = np.asarray(f, np.int64)
+        R = _yaw_rot(psi, self.up)
+        pts = self._moved(f, o, R, self.trunk[f])
+        sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
+        ok = ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
+        body = np.einsum("nij,nkj->nik", self.rot[f], R)                         # R_body @ R^T
+        for limb, frames, points in self.keep:
+            hit = np.searchsorted(frames, f)
+            on = (hit < len(frames)) & (frames[np.minimum(hit, len(frames) - 1)] == f) & ok
+            if not on.any():
+                continue
+            idx = np.flatnonzero(on)
+            at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
+            local = np.einsum("nij,nj->ni", body[idx], points[hit[idx]] - at)
+            ok[idx] &= self.workspace_of(limb).excess(local) <= self.margin
+        for limb, frames, samples in self.rep:
+            on = (f >= frames[0]) & (f <= frames[-1]) & ok
+            if not on.any():
+                continue
+            idx = np.flatnonzero(on)
+            at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
+            local = np.einsum("nij,nsj->nsi", body[idx], samples[None] - at[:, None])
+            ok[idx] &= self.workspace_of(limb).excess(local).min(axis=1) <= self.margin
+        return ok
+
+
+def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, max_nodes=4000, batch=48):
+    """An RRT from ``first`` to ``last`` (frames) in ``reach`` (``Reachability``); a RootPlan
+    over first..last, or None when none was found within ``budget`` seconds.
+
+    The tree grows ``batch`` edges per round, all checked in one call (a proximity query
+    costs the same for one point as for a few hundred)."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    H = reach.H
+    vmax, wmax = SPEED * H / fps, YAW_SPEED / fps
+    free_start, free_end = first == 0, last == clip_frames - 1
+    sigma = np.array([0.15, 0.15, 0.15]) * H
+    # Roots: the adapted trajectory at the first frame, or any valid state there at the clip's start.
+    if reach.valid([first], np.zeros((1, 3)), np.zeros(1))[0]:
+        T, O, Y = np.array([first]), np.zeros((1, 3)), np.zeros(1)
+    elif free_start:                                   # the clip starts in the obstacle: the nearest valid state
+        cand_o = rng.normal(size=(200, 3)) * sigma
+        cand_y = rng.uniform(-YAW_MAX, YAW_MAX, 200) * 0.3
+        ok = np.flatnonzero(reach.valid(np.full(200, first), cand_o, cand_y))
+        if not ok.size:
+            return None
+        best = ok[np.argmin(np.linalg.norm(cand_o[ok], axis=1) / H + 0.3 * np.abs(cand_y[ok]))]
+        T, O, Y = np.array([first]), cand_o[best][None], cand_y[best][None]
+    else:
+        return None
+    parent = np.full(len(T), -1)
+
+    def edges(ta, oa, ya, tb, ob, yb):
+        """(K,) whether each straight edge is within the speed limits and valid on every frame
+        it spans (all checked in one call)."""
+        n = tb - ta
+        ok = (n > 0) & (np.linalg.norm(ob - oa, axis=1) <= vmax * n + 1e-12) & (np.abs(yb - ya) <= wmax * n + 1e-12)
+        idx = np.flatnonzero(ok)
+        if not idx.size:
+            return ok
+        k = np.repeat(idx, n[idx])
+        step = np.concatenate([np.arange(1, m + 1) for m in n[idx]])
+        s = step / n[k]
+        good = reach.valid(ta[k] + step, oa[k] + s[:, None] * (ob[k] - oa[k]), ya[k] + s * (yb[k] - ya[k]))
+        bad = np.unique(k[~good])
+        ok[bad] = False
+        return ok
+
+    def to_goal(idx):
+        """(index, goal state) of the first node of ``idx`` that joins the window's end, or None.
+        Of the nodes within ``GOAL_FRAMES`` of the end, the ``GOAL_TRIES`` latest are tried."""
+        idx = np.asarray(idx)
+        idx = idx[last - T[idx] <= GOAL_FRAMES][-GOAL_TRIES:]
+        if not len(idx):
+            return None
+        ta, oa, ya = T[idx], O[idx], Y[idx]
+        if free_end:
+            tb, ob, yb = np.full(len(idx), last), oa, ya
+        else:
+            tb, ob, yb = np.full(len(idx), last), np.zeros_like(oa), np.zeros_like(ya)
+        at_end = ta == last
+        ok = at_end | edges(ta, oa, ya, tb, ob, yb)
+        if free_end is False:
+            ok &= ~at_end | ((np.linalg.norm(oa, axis=1) < 1e-12) & (np.abs(ya) < 1e-12))
+        hit = np.flatnonzero(ok)
+        if not hit.size:
+            return None
+        i = int(idx[hit[0]])
+        return i, (last, ob[hit[0]], float(yb[hit[0]]))
+
+    # Only nodes whose offset the speed limit can still bring back are worth joining to the end.
+    def joinable(idx):
+        if free_end:
+            return idx
+        room = last - T[idx]
+        return idx[(np.linalg.norm(O[idx], axis=1) <= vmax * room) & (np.abs(Y[idx]) <= wmax * room)]
+
+    found = to_goal(joinable(np.arange(len(T))))
+    while found is None and time.perf_counter() - t0 < budget and len(T) < max_nodes:
+        # Samples: the goal; around the adapted trajectory (the paper's bias), at any frame or
+        # just behind the tree's frontier in time (where a descent must start earlier).
+        kind = rng.integers(GOAL_BIAS, size=batch)
+        goal = kind == 0
+        front = int(T.max())
+        near_front = np.clip(front + 1 - rng.integers(0, 4 * EDGE_FRAMES, size=batch), first + 1, last)
+        ts = np.where(goal, last, np.where(kind == 1, near_front, rng.integers(first + 1, last + 1, size=batch)))
+        grow = min(1.0 + len(T) / 400.0, 1.5)                 # widen the search as the tree grows
+        os_ = np.where(goal[:, None], 0.0, rng.normal(size=(batch, 3)) * sigma * grow)
+        ys = np.where(goal, 0.0, np.clip(rng.normal(size=batch) * YAW_MAX * 0.3 * grow, -YAW_MAX, YAW_MAX))
+        # Nearest earlier node of each sample.
+        d = (np.linalg.norm(O[None] - os_[:, None], axis=-1) / H + 0.3 * np.abs(Y[None] - ys[:, None])
+             + 0.01 * (ts[:, None] - T[None]))
+        d[T[None] >= ts[:, None]] = np.inf
+        keep = np.isfinite(d).any(axis=1)
+        if not keep.any():
+            continue
+        j = np.argmin(d[keep], axis=1)
+        ts, os_, ys = ts[keep], os_[keep], ys[keep]
+        ta, oa, ya = T[j], O[j], Y[j]
+        tb = np.minimum(ts, ta + EDGE_FRAMES)
+        n = tb - ta
+        step = os_ - oa
+        norm = np.linalg.norm(step, axis=1)
+        ob = oa + step * np.minimum(1.0, vmax * n / np.maximum(norm, 1e-12))[:, None]
+        yb = ya + np.clip(ys - ya, -wmax * n, wmax * n)
+        ok = edges(ta, oa, ya, tb, ob, yb)
+        if not ok.any():
+            continue
+        new = np.arange(len(T), len(T) + int(ok.sum()))
+        T, O, Y = np.r_[T, tb[ok]], np.vstack([O, ob[ok]]), np.r_[Y, yb[ok]]
+        parent = np.r_[parent, j[ok]]
+        found = to_goal(joinable(new))
+    if found is None:
+        return None
+    i, (tg, og, yg) = found
+    path = [(tg, og, yg)]
+    while i >= 0:
+        path.append((int(T[i]), O[i], float(Y[i])))
+        i = int(parent[i])
+    path = path[::-1]
+    if path[-1][0] == path[-2][0]:
+        path.pop(-2)
+
+    def edge(ta, oa, ya, tb, ob, yb):
+        return bool(edges(np.array([ta]), oa[None], np.array([ya]), np.array([tb]), ob[None], np.array([yb]))[0])
+
+    path = _shortcut(path, edge, rng)
+    frames = np.arange(first, last + 1)
+    tp = np.array([p[0] for p in path], float)
+    offset = np.stack([np.interp(frames, tp, [p[1][d] for p in path]) for d in range(3)], axis=1)
+    yaw = np.interp(frames, tp, [p[2] for p in path])
+    offset, yaw = _smoothed(reach, frames, offset, yaw, free_start, free_end, vmax)
+    offset, yaw = _tightened(reach, frames, offset, yaw, vmax)
+    return RootPlan(frames, offset, yaw, len(T), time.perf_counter() - t0)
+
+
+def _shortcut(path, edge, rng, attempts=40):
+    """The path with straight edges between non-adjacent nodes where they are valid."""
+    path = list(path)
+    for _ in range(attempts):
+        if len(path) < 3:
+            break
+        i, j = sorted(rng.choice(len(path), 2, replace=False))
+        if j - i < 2:
+            continue
+        (ta, oa, ya), (tb, ob, yb) = path[i], path[j]
+        if edge(ta, oa, ya, tb, ob, yb):
+            path = path[:i + 1] + path[j:]
+    return path
+
+
+def _smoothed(reach, frames, offset, yaw, free_start, free_end, vmax, sigma=4.0):
+    """Offsets and yaw filtered by a Gaussian of ``sigma`` frames (ends kept at the adapted
+    trajectory unless they are the clip's) when every frame stays valid and the offset within
+    1.5 times the planner's speed; else unchanged."""
+    n = len(frames)
+    if n < 5:
+        return offset, yaw
+    k = np.arange(-int(3 * sigma), int(3 * sigma) + 1)
+    w = np.exp(-0.5 * (k / sigma) ** 2)
+    w /= w.sum()
+    pad = len(k) // 2
+
+    def smooth(x):
+        xp = np.concatenate([np.repeat(x[:1], pad, 0), x, np.repeat(x[-1:], pad, 0)])
+        return np.stack([np.convolve(xp[:, d], w, mode="valid") for d in range(xp.shape[1])], axis=1)
+
+    so, sy = smooth(offset), smooth(yaw[:, None])[:, 0]
+    ramp = np.ones(n)
+    if not free_start:
+        ramp[:pad] = np.linspace(0.0, 1.0, pad + 1)[:pad] if pad else ramp[:pad]
+    if not free_end:
+        ramp[n - pad:] = np.minimum(ramp[n - pad:], np.linspace(1.0, 0.0, pad + 1)[1:])
+    so, sy = so * ramp[:, None], sy * ramp
+    fast = np.linalg.norm(np.diff(so, axis=0), axis=1).max() > 1.5 * vmax + 1e-12
+    if not fast and reach.valid(frames, so, sy).all():
+        return so, sy
+    return offset, yaw
+
+
+def _tightened(reach, frames, offset, yaw, vmax, levels=11):
+    """The plan pulled back towards the adapted trajectory: each frame takes a share λ of its
+    offset and yaw from ``levels`` steps in [0, 1], the smallest total Σλ (plus a little
+    for changing λ) under three rules, by dynamic programming over frames: the state is valid,
+    the offset moves at most 1.5 times the planner's speed from one frame to the next, and
+    λ = 1 (the plan itself) is always allowed. An RRT's path wanders wherever it was free to;
+    the walk should duck only where it must, and no deeper."""
+    n = len(frames)
+    lam = np.linspace(0.0, 1.0, levels)
+    ok = np.stack([reach.valid(frames, l * offset, l * yaw) for l in lam[:-1]] + [np.ones(n, bool)], axis=1)
+    cost = np.where(ok[0], lam, np.inf)
+    back = np.zeros((n, levels), np.int64)
+    for f in range(1, n):
+        step = np.linalg.norm(lam[:, None, None] * offset[f] - lam[None, :, None] * offset[f - 1], axis=-1)
+        trans = cost[None, :] + 0.05 * np.abs(lam[:, None] - lam[None, :]) + np.where(step <= 1.5 * vmax + 1e-12,
+                                                                                       0.0, np.inf)
+        back[f] = np.argmin(trans, axis=1)
+        cost = trans[np.arange(levels), back[f]] + np.where(ok[f], lam, np.inf)
+    if not np.isfinite(cost.min()):
+        return offset, yaw
+    pick = np.empty(n, np.int64)
+    pick[-1] = int(np.argmin(cost))
+    for f in range(n - 1, 0, -1):
+        pick[f - 1] = back[f, pick[f]]
+    share = lam[pick]
+    return share[:, None] * offset, share * yaw
+
+
+def root_transforms(plan, positions, root, up):
+    """(n,J,3) the poses of ``plan.frames`` with everything turned by the plan's yaw about the
+    root and moved by its offset."""
+    f = plan.frames
+    R = _yaw_rot(plan.yaw, np.asarray(up, float))
+    r = positions[f, root][:, None]
+    return r + np.einsum("nij,nkj->nki", R, positions[f] - r) + plan.offset[:, None]
+
+
+def _windows(phases, bad, F, pad=PAD):
+    """Merged frame windows (first, last) around the phases ``bad``, ``pad`` frames wider."""
+    spans = sorted((max(0, phases[i].start - pad), min(F - 1, phases[i].end + pad)) for i in bad)
+    out = []
+    for a, b in spans:
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 0.0, 1.0), seed=0, budget=2.0,
+                   fps=30.0):
+    """§7 over every window of invalid phases ``bad`` (indices): ``[((first, last), RootPlan or
+    None)]`` and the pins (F,J,3) of §7.3 (NaN where free): the trunk where each plan carries
+    it, every contact still held where it is."""
+    from .repositioning import _body_frames, _workspace, candidate_points, contact_point, find_limb, ContactError
+    from ..skeleton.joints import limb_effectors
+    sk, H = binding.skeleton, binding.body_height
+    positions, lengths = result.positions, result.bone_lengths
+    F, J, _ = positions.shape
+    up = np.asarray(up, float) / np.linalg.norm(up)
+    body = _body_frames(binding)
+    limb_joints = set()
+    for e in limb_effectors(sk, binding.motion, H).tolist():
+        try:
+            limb_joints |= set(find_limb(sk, sk.names[e]).chain[1:].tolist())
+        except ContactError:
+            pass
+        limb_joints |= {e, *sk.descendants(e)}
+    trunk = np.array([j for j in range(J) if j not in limb_joints], np.int64)
+    child = np.flatnonzero(sk.parents >= 0)
+    trunk_bones = np.flatnonzero(np.isin(child, trunk))
+    pins = np.full((F, J, 3), np.nan) if pins is None else pins.copy()
+    bad = set(bad)
+
+    def keep_rep(a, b):
+        """The contacts held (limb, frames, points) and to re-position (limb, frames, samples) in a..b."""
+        keep, rep = [], []
+        for i, ph in enumerate(phases):
+            lo, hi = max(a, ph.start), min(b, ph.end)
+            if lo > hi:
+                continue
+            fr = np.arange(lo, hi + 1)
+            if i in bad:
+                p, n = contact_point(mesh, ph, ph.middle)
+                pts, nrm = candidate_points(mesh, ph.middle, ph.normal)
+                goal = pts + nrm * ph.clearance
+                near = np.argsort(np.linalg.norm(goal - p, axis=1))[:REP_SAMPLES]
+                rep.append((ph.limb, fr, np.vstack([p + n * ph.clearance, goal[near]])))
+            elif outcomes[i].status in ("valid", "repositioned"):
+                keep.append((ph.limb, fr, positions[fr, ph.effector]))
+        return keep, rep
+
+    def plan(w, a, b):
+        keep, rep = keep_rep(a, b)
+        reach = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, keep,
+                             rep, lambda limb: _workspace(binding, limb, lengths), body, up, 0.02 * H)
+        return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=budget)
+
+    # A window too short for the root to get there at the planner's speed is widened (the walk
+    # must start ducking before the obstacle): its pad doubles up to ``PAD_MAX`` frames.
+    pad = PAD
+    while True:
+        windows = _windows(phases, bad, F, pad)
+        plans = [plan(w, a, b) for w, (a, b) in enumerate(windows)]
+        if all(p is not None for p in plans) or pad >= PAD_MAX:
+            break
+        pad *= 2
+    for (a, b), p in zip(windows, plans):
+        if p is None:
+            continue
+        moved = root_transforms(p, positions, body.pelvis, up)
+        pins[np.ix_(p.frames, trunk)] = moved[:, trunk]
+        for limb, fr, pts in keep_rep(a, b)[0]:
+            eff = int(limb.effector)
+            free = np.isnan(pins[fr, eff, 0])
+            pins[fr[free], eff] = pts[free]
+    return list(zip(windows, plans)), pins

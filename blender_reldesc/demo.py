@@ -139,6 +139,20 @@ def build_stones_scene(frames=120):
     return scene, arm, env, objects
 
 
+def build_ceiling_scene(frames=120):
+    """Fresh scene: 'Walker' on a 'Floor' and a 'Ceiling' slab 6 m up (beyond every
+    descriptor's reach), both in 'Environment'; moving the ceiling down inserts an obstacle."""
+    scene, env = _empty_scene(frames)
+    skel, motion, verts, tris, (a, b), centre = S.ceiling_walk(frames)
+    mesh_object("Floor", verts[:a], tris[np.all(tris < a, axis=1)], env)
+    slab = mesh_object("Ceiling", verts[a:b] - centre, tris[np.all(tris >= a, axis=1)] - a, env)
+    slab.location = centre
+    arm = build_armature()
+    animate_walk(arm, frames, walk=(skel, motion))
+    scene.frame_set(1)
+    return scene, arm, env, slab
+
+
 def bend_bridge(bridge, sag=0.3, at=7.0, width=1.5):
     """Sag the deck by up to ``sag`` metres around x = ``at`` (same topology)."""
     me = bridge.data
@@ -297,7 +311,7 @@ def _write(out_dir, report):
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones", "crowd")
+SCENES = ("bridge", "stones", "ceiling", "crowd")
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
@@ -305,8 +319,10 @@ def run(out_dir, frames=150, scene_name="bridge"):
 
     scene_name : "bridge" (a walk over a bridge that sags, under a beam that is lowered),
         "stones" (a walk over stepping stones, one of which is moved a metre sideways after
-        binding: the foot that stood on it is re-positioned onto another surface) or "crowd"
-        (a walk on flat ground, walked by a crowd along a curve over hills)."""
+        binding: the foot that stood on it is re-positioned onto another surface), "ceiling"
+        (a ceiling slab far above at binding is brought down over the path, 8 cm below the top
+        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9) or
+        "crowd" (a walk on flat ground, walked by a crowd along a curve over hills)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -314,6 +330,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_stones(out_dir)
     if scene_name == "crowd":
         return _run_crowd(out_dir)
+    if scene_name == "ceiling":
+        return _run_ceiling(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -350,6 +368,29 @@ def _run_stones(out_dir, frames=120):
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
                         ("Before: stone moved, foot on air", "After: foot re-positioned"))
     report = dict(bake_report, bind=bind_report, render_frame=frame, scene="stones", moved_stone=stone.name)
+    return _write(out_dir, report)
+
+
+def _run_ceiling(out_dir, frames=120, height=1.6):
+    """The ceiling: bind with the slab far above, bring it down to ``height`` (its centre) over
+    the path, bake with contact re-positioning (the root is replanned), render the frame where
+    the hips are lowest before and after."""
+    scene, arm, env, slab = build_ceiling_scene(frames)
+    bind_report = _bind(scene, arm, env)
+    slab.location.z = height
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    bound = jobs.Bound(arm)
+    hips = bound.binding.skeleton.index("Hips")
+    x = bound.binding.motion[:, hips, 0]
+    frame = int(np.argmin(np.abs(x - slab.location.x))) + 1
+    view = ((slab.location.x + 0.2, -6.5, 1.2), (np.radians(88), 0.0, np.radians(2)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: a ceiling brought down, head through it", "After: root replanned"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="ceiling")
     return _write(out_dir, report)
 
 

@@ -113,6 +113,17 @@ def test_demo_of_the_stepping_stones_repositions_the_foot_on_the_moved_stone(tmp
     assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_demo_of_the_ceiling_replans_the_root_under_it(tmp_path):
+    out = tmp_path / "ceiling"
+    r = run("demo", "--scene", "ceiling", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "ceiling"
+    assert report["contact_counts"]["unresolved"] == 0
+    assert any(c["reason"] == "root replanned" for c in report["contacts"])
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
     out = tmp_path / "crowd"
     r = run("demo", "--scene", "crowd", "-o", str(out))

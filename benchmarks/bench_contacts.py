@@ -12,6 +12,7 @@ import os
 import pathlib
 import platform
 import sys
+import time
 
 import numpy as np
 
@@ -62,6 +63,65 @@ def main(argv=None):
     print(f"| {args.frames} | {len(stones)} | {len(tris)} | {len(phases)} | {t_detect:.3f} | {t_plain:.3f} | {t_full:.3f} | "
           f"{(t_full - t_plain) / n_moved:.3f} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | "
           f"{step(motion):.3f} / {step(result.positions):.3f} |")
+
+    live(args.repeat)
+    ceiling(args.repeat)
+
+
+def live(repeat, frames=300):
+    """Live preview with contacts: a 300-frame walk over stones, the time from an edit (a stone
+    moved) to the first frame shown, the plain per-frame preview's first frame after the same
+    edit as the baseline."""
+    from blender_reldesc.core import LiveSession
+    from blender_reldesc.core.contacts import ContactsPreview
+    skel, motion, verts, tris, stones = S.stepping_stones(frames)
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh)
+    adapt(binding, mesh)
+    a, b, _ = stones[len(stones) // 2]
+    preview, plain = ContactsPreview(binding), LiveSession(binding)
+    times, base, counts = [], [], None
+    for k in range(max(repeat, 3)):
+        moved = verts.copy()
+        moved[a:b] += [0.0, 0.9 + 0.05 * k, 0.0]                 # a new edit each time
+        t0 = time.perf_counter()
+        preview.pose(frames // 2, moved)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        plain.pose(frames // 2, moved)
+        base.append(time.perf_counter() - t0)
+        counts = [sum(o.status == s for o in preview.outcomes) for s in ("valid", "repositioned", "unresolved")]
+    print()
+    print("| live preview, per edit | frames | with contacts s (median) | per-frame preview, first frame after the edit s | "
+          "valid / repositioned / unresolved |")
+    print("|---|---|---|---|---|")
+    print(f"| stone moved ~1 m | {frames} | {np.median(times):.3f} | {np.median(base):.4f} | "
+          f"{counts[0]} / {counts[1]} / {counts[2]} |")
+
+
+def ceiling(repeat, frames=120):
+    """Root replanning: the ceiling of the paper's Fig. 9 brought down over a 120-frame walk."""
+    skel, motion, verts, tris, (a, b), centre = S.ceiling_walk(frames)
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh)
+    adapt(binding, mesh)
+    print()
+    print("| ceiling centre (m) | plain adapt s | adapt + contacts (root replanned) s | valid / repositioned / unresolved "
+          "| reasons | hips lowered most (m) | largest step source / result (m) |")
+    print("|---|---|---|---|---|---|---|")
+    step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
+    for z in (1.6, 1.5, 1.0):
+        v = verts.copy()
+        v[a:b, 2] += z - centre[2]
+        edited = mesh.with_vertices(v)
+        t_plain, plain = timed(lambda: adapt(binding, edited), repeat)
+        t_full, (result, outcomes) = timed(lambda: adapt_with_contacts(binding, edited), repeat)
+        _, counts = contact_report(outcomes)
+        reasons = sorted({o.reason for o in outcomes if o.reason})
+        drop = float((plain.positions[:, 0, 2] - result.positions[:, 0, 2]).max())
+        print(f"| {z} | {t_plain:.3f} | {t_full:.2f} | {counts['valid']} / {counts['repositioned']} / "
+              f"{counts['unresolved']} | {', '.join(reasons)} | {drop:.2f} | {step(motion):.3f} / "
+              f"{step(result.positions):.3f} |")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ The handler is registered only while a scene has Live Preview on. It caches
 the stored binding and a core ``LiveSession`` per armature (cleared on file
 load), reads the evaluated environment of the current frame and sets the
 pose; it never calls ``frame_set`` or operators.
+
+With *Re-position Contacts* on and a static environment, the preview shows
+``core.contacts.ContactsPreview`` instead: each edit adapts the whole clip with
+contact re-positioning and root replanning (what Bake gives), and every frame
+is shown from that; ``last_contacts`` holds the statuses for the panel.
 """
 
 from __future__ import annotations
@@ -20,45 +25,75 @@ from .core import LiveSession, RelDescError
 _sessions = {}
 last_seconds = 0.0
 last_error = ""
+#: The contacts' counts and the whole-clip solve time of the last edit with contacts on.
+last_contacts = {}
 
 
-def session_for(arm):
-    """The cached stored binding and core LiveSession of ``arm`` (built on first use)."""
+def session_for(arm, scene=None):
+    """The cached stored binding and core LiveSession of ``arm`` (built on first use), and with
+    the scene's *Re-position Contacts* on a ``ContactsPreview`` (``entry["contacts"]``)."""
     from .jobs import Bound, bone_overrides, hinge_overrides
     key = arm.name
     entry = _sessions.get(key)
     if entry is None:
         bound = Bound(arm)
-        entry = {"bound": bound, "influence_dirty": True,
-                 "session": LiveSession(bound.binding, affinity_override=bone_overrides(arm, bound) or None,
-                                        bone_lengths=bound.bone_lengths()[0],
-                                        hinges=hinge_overrides(arm, bound) or None)}
+        options = dict(affinity_override=bone_overrides(arm, bound) or None, bone_lengths=bound.bone_lengths()[0],
+                       hinges=hinge_overrides(arm, bound) or None)
+        entry = {"bound": bound, "influence_dirty": True, "session": LiveSession(bound.binding, **options),
+                 "contacts": None}
+        settings = getattr(scene, "reldesc", None) if scene is not None else None
+        if settings is not None and settings.reposition_contacts and not bound.binding.mesh.animated:
+            entry["contacts"] = _contacts_preview(scene, arm, bound, options)
         entry["watched"] = {ob.name for ob in bound.objects} | {ob.data.name for ob in bound.objects}
         _sessions[key] = entry
     return entry
+
+
+def _contacts_preview(scene, arm, bound, options):
+    """The ContactsPreview of the scene's contact settings and the panel's lock / ignore flags."""
+    from .core.contacts import ContactsPreview, detect_contacts
+    from .jobs import contact_settings, stored_contact_flags
+    settings = contact_settings(scene, bound)
+    flags = stored_contact_flags(arm)
+    phases = detect_contacts(bound.binding, **settings)
+    offset = int(bound.frames[0])
+    keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
+    locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
+    ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
+    preview = ContactsPreview(bound.binding, dict(settings, locked=locked, ignored=ignored), **options)
+    return preview
 
 
 def _refresh_influence(scene, entry):
     """Re-read painted influence after an edit (vertex groups need a Python loop: not every frame)."""
     from .jobs import read_influence
     if entry["influence_dirty"]:
-        entry["session"].set_influence(read_influence(scene, entry["bound"]))
+        influence = read_influence(scene, entry["bound"])
+        entry["session"].set_influence(influence)
+        if entry["contacts"] is not None:
+            entry["contacts"].set_influence(influence)
         entry["influence_dirty"] = False
 
 
 def clear():
     _sessions.clear()
+    last_contacts.clear()
 
 
 def pose_frame(scene, depsgraph, arm):
     """Pose ``arm`` at the scene's current frame; returns the joint positions (J,3)."""
-    entry = session_for(arm)
+    entry = session_for(arm, scene)
     _refresh_influence(scene, entry)
-    bound, session = entry["bound"], entry["session"]
+    bound, session = entry["bound"], entry["contacts"] or entry["session"]
     verts, _, counts = adapter.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     p = session.pose(f, verts)
+    if entry["contacts"] is not None:
+        c = entry["contacts"]
+        last_contacts.update({k: sum(o.status == k for o in c.outcomes) for k in ("valid", "repositioned",
+                                                                                  "unresolved")},
+                             seconds=c.seconds)
     quats, locs = bound.pose_channels(p[None], frames=np.array([f]))
     adapter.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
     return p

@@ -17,6 +17,14 @@ def _live_changed(self, context):
     live.sync(context.scene)
 
 
+def _contacts_changed(self, context):
+    """The live preview rebuilds its session: with or without contacts, other thresholds."""
+    from . import live
+    live.clear()
+    if context.scene.reldesc.live:
+        live.on_frame_change(context.scene)
+
+
 def _overlay_changed(self, context):
     from . import overlay
     overlay.sync(context.scene)
@@ -79,16 +87,17 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                                                  "points near them tetrahedralised, solved in space-time "
                                                  "(slower; smooth; bakes only)")],
         description="The method Bake adapts the motion with (the same binding serves both)")
-    reposition_contacts: BoolProperty(name="Re-position Contacts", default=False,
-                                      description="Bake moves contacts made invalid by the edit onto other "
-                                                  "surfaces (set by Reposition Invalid Contacts)")
-    contact_effectors: StringProperty(name="Effectors", default="",
+    reposition_contacts: BoolProperty(name="Re-position Contacts", default=False, update=_contacts_changed,
+                                      description="Bake and Live Preview move contacts made invalid by the edit "
+                                                  "onto other surfaces, and replan the root when none will do "
+                                                  "(set by Reposition Invalid Contacts)")
+    contact_effectors: StringProperty(name="Effectors", default="", update=_contacts_changed,
                                       description="Comma-separated joints that make contacts (empty: feet, "
                                                   "toes and hands)")
-    contact_distance: FloatProperty(name="Contact Distance", default=0.015, min=0.001, max=0.5,
+    contact_distance: FloatProperty(name="Contact Distance", default=0.015, min=0.001, max=0.5, update=_contacts_changed,
                                     description="How far above its lowest height an effector still touches, "
                                                 "as a fraction of body height")
-    contact_speed: FloatProperty(name="Contact Speed", default=0.12, min=0.001, max=5.0,
+    contact_speed: FloatProperty(name="Contact Speed", default=0.12, min=0.001, max=5.0, update=_contacts_changed,
                                  description="Fastest a resting effector may move, as body heights per second")
     walk_path: PointerProperty(name="Path", type=bpy.types.Object, poll=_is_curve,
                                description="Curve the characters walk along")

@@ -317,6 +317,8 @@ class RELDESC_OT_contact_flag(_Target, bpy.types.Operator):
             self.report({'ERROR'}, "no such contact phase: detect contacts first")
             return {'CANCELLED'}
         jobs.set_contact_flag(arm, self.index, self.flag, not rows[self.index].get(self.flag, False))
+        from .. import live
+        live.clear()                                   # a live preview with contacts takes the new flags
         return {'FINISHED'}
 
 

@@ -178,7 +178,13 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
         row = layout.row(align=True)
         row.operator("reldesc.detect_contacts", icon='VIEWZOOM')
         row.operator("reldesc.reposition_contacts", text="Reposition Invalid", icon='CON_FOLLOWPATH')
-        layout.prop(s, "reposition_contacts", text="Bake re-positions contacts")
+        layout.prop(s, "reposition_contacts", text="Bake and Live Preview re-position contacts")
+        if s.live and s.reposition_contacts:
+            from .. import live
+            c = live.last_contacts
+            if c:
+                layout.label(text=f"Live: {c['repositioned']} re-positioned, {c['unresolved']} unresolved "
+                                  f"(whole clip in {c['seconds']:.2f} s)", icon='TIME')
         col = layout.column(align=True)
         col.prop(s, "contact_effectors")
         col.prop(s, "contact_distance")
@@ -192,7 +198,7 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
             line = box.row(align=True)
             icon = {'valid': 'CHECKMARK', 'repositioned': 'FORWARD', 'unresolved': 'ERROR'}[r["status"]]
             text = f"{r['effector']} {r['start']}-{r['end']} on {r.get('surface', '?')}"
-            if r["status"] != "valid":
+            if r["status"] != "valid" or r.get("reason"):
                 text += f": {r['status']} ({r['reason']})"
             if r.get("new_position") is not None:
                 text += " -> ({:.2f}, {:.2f}, {:.2f})".format(*r["new_position"])

@@ -114,3 +114,42 @@ def test_contact_settings_errors_are_clear_and_change_nothing(tmp_path):
     assert "Walk.adapted" not in bpy.data.actions
     scene.reldesc.contact_effectors = ""
     assert bpy.ops.reldesc.detect_contacts(armature="Walker") == {'FINISHED'}
+
+
+def test_live_preview_with_contacts_shows_the_bake():
+    from blender_reldesc import live
+    scene, arm, env, stones = demo.build_stones_scene(frames=90)
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.detect_contacts(armature="Walker") == {'FINISHED'}
+    row, stone = _stone_under_phase([r for r in jobs.stored_contacts(arm) if r["start"] > 30], stones)
+    stone.location.y += 1.0
+    bpy.context.view_layer.update()
+    scene.reldesc.reposition_contacts = True
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    bound = jobs.Bound(arm)
+    frames = range(row["start"] - 5, row["end"] + 6)
+    world = adapter.world_matrix(arm)
+    baked = []
+    for f in frames:
+        scene.frame_set(f)
+        baked.append(adapter.to_world(world, adapter.read_pose(arm)[0]))
+    source = bpy.data.actions["Walk"]
+    adapter.assign_action(arm, source)
+    arm.animation_data.action_slot = source.slots[0]
+    assert bpy.ops.reldesc.live(armature="Walker") == {'FINISHED'}
+    try:
+        posed = []
+        for f in frames:
+            scene.frame_set(f)
+            bpy.context.view_layer.update()
+            posed.append(adapter.to_world(world, adapter.read_pose(arm)[0]))
+        assert np.abs(np.stack(posed) - np.stack(baked)).max() < 1e-3 * bound.binding.body_height
+        assert live.last_contacts["repositioned"] >= 1 and live.last_error == ""
+        # Turning re-positioning off goes back to the per-frame preview: the foot follows the
+        # descriptors of the stone that moved away again.
+        scene.reldesc.reposition_contacts = False
+        scene.frame_set(row["start"] + 2)
+        assert live._sessions["Walker"]["contacts"] is None
+    finally:
+        bpy.ops.reldesc.live(armature="Walker")

@@ -410,7 +410,7 @@ def _windows(phases, bad, F, pad=PAD):
     return out
 
 
-def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 0.0, 1.0), seed=0, budget=2.0,
+def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 0.0, 1.0), seed=0, budget=3.0,
                    fps=30.0):
     """§7 over every window of invalid phases ``bad`` (indices): ``[((first, last), RootPlan or
     None)]`` and the pins (F,J,3) of §7.3 (NaN where free): the trunk where each plan carries
@@ -453,21 +453,22 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
                 keep.append((ph.limb, fr, positions[fr, ph.effector]))
         return keep, rep
 
-    def plan(w, a, b):
+    def plan(w, a, b, seconds):
         keep, rep = keep_rep(a, b)
         reach = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, keep,
                              rep, lambda limb: _workspace(binding, limb, lengths), body, up, 0.02 * H)
-        return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=budget)
+        return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=seconds)
 
     # A window too short for the root to get there at the planner's speed is widened (the walk
     # must start ducking before the obstacle): its pad doubles up to ``PAD_MAX`` frames.
-    pad = PAD
+    # Each wider try gets twice the time of the one before (the whole budget for the widest).
+    pad, share = PAD, budget * PAD / PAD_MAX
     while True:
         windows = _windows(phases, bad, F, pad)
-        plans = [plan(w, a, b) for w, (a, b) in enumerate(windows)]
+        plans = [plan(w, a, b, share) for w, (a, b) in enumerate(windows)]
         if all(p is not None for p in plans) or pad >= PAD_MAX:
             break
-        pad *= 2
+        pad, share = 2 * pad, 2 * share
     for (a, b), p in zip(windows, plans):
         if p is None:
             continue
@@ -477,4 +478,50 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
             eff = int(limb.effector)
             free = np.isnan(pins[fr, eff, 0])
             pins[fr[free], eff] = pts[free]
+        _legs_by_ik(sk, binding, positions, moved, p.frames, pins)
     return list(zip(windows, plans)), pins
+
+
+def _legs_by_ik(sk, binding, positions, moved, frames, pins):
+    """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
+    is held (a contact) or where the adapted motion has it, the knee on the side it bends in the
+    adapted motion carried with the body; knee, ankle and what hangs below pinned. Left to the
+    whole-body solver, a leg compressed by a lowered root could fold its knee to the other side
+    (a 0.45 m jump in one frame measured under a ceiling at 1.5 m)."""
+    from .repositioning import ContactError, find_limb
+    from .workspace import LEG_HEIGHT
+    from ..skeleton.joints import limb_effectors, two_bone
+    H = binding.body_height
+    ground = float(binding.motion[..., 2].min())
+    lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
+    from .repositioning import _body_frames
+    forward = _body_frames(binding).rotations(moved)[:, 0]
+    done = set()
+    for e in limb_effectors(sk, binding.motion, H).tolist():
+        try:
+            chain = find_limb(sk, sk.names[e]).chain
+        except ContactError:
+            continue
+        if np.median(binding.motion[:, chain[-1], 2]) - ground >= LEG_HEIGHT * H:
+            continue
+        L = lengths[chain[1:]]
+        u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
+        if u + 2 >= len(chain):
+            continue
+        hip, knee, ankle = (int(chain[u + k]) for k in range(3))
+        if ankle in done:
+            continue
+        done.add(ankle)
+        held = pins[frames, ankle]
+        end = np.where(np.isnan(held), positions[frames, ankle], held)
+        # The knee's side: where the adapted knee is, pushed forward (knees point forward in the
+        # body frame): near straight, the adapted knee alone flipped the side from frame to frame.
+        hint = moved[:, knee] + 0.3 * lengths[knee] * forward
+        k_new, a_new = two_bone(moved[:, hip], hint, end, lengths[knee], lengths[ankle])
+        pins[frames, knee] = k_new
+        below = sk.descendants(ankle)
+        shift = a_new - positions[frames, ankle]
+        for j in below:
+            held_j = pins[frames, j]
+            pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - end))
+        pins[frames, ankle] = a_new

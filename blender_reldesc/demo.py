@@ -153,6 +153,25 @@ def build_ceiling_scene(frames=120):
     return scene, arm, env, slab
 
 
+def build_chair_scene(frames=90):
+    """Fresh scene: 'Walker' seated (action 'Sit') on a chair, its hands on the armrests, a
+    table in front: 'Floor', 'Seat', 'Armrest.L', 'Armrest.R' and 'Table' in 'Environment'."""
+    scene, env = _empty_scene(frames)
+    skel, motion, verts, tris, parts = S.chair_scene(frames)
+    objects = {}
+    for name, (a, b) in parts.items():
+        t = tris[np.all((tris >= a) & (tris < b), axis=1)] - a
+        centre = verts[a:b].mean(axis=0) if name != "floor" else np.zeros(3)
+        ob = mesh_object(name.title() if name != "armrest.L" and name != "armrest.R" else name.capitalize(),
+                         verts[a:b] - centre, t, env)
+        ob.location = centre
+        objects[name] = ob
+    arm = build_armature()
+    animate_walk(arm, frames, name="Sit", walk=(skel, motion))
+    scene.frame_set(1)
+    return scene, arm, env, objects
+
+
 def bend_bridge(bridge, sag=0.3, at=7.0, width=1.5):
     """Sag the deck by up to ``sag`` metres around x = ``at`` (same topology)."""
     me = bridge.data
@@ -293,13 +312,13 @@ def render_before_after(scene, arm, source, adapted, frame, path, view=None, cap
     arm.animation_data.action_slot = adapted.slots[0]
 
 
-def _bind(scene, arm, env):
+def _bind(scene, arm, env, body_height=None):
     """Point the scene's settings at the walker and its environment, bind; the bind report."""
     if not hasattr(bpy.types.Scene, "reldesc"):
         from . import properties
         properties.register()
     scene.reldesc.armature, scene.reldesc.environment = arm, env
-    return jobs.bind_job(scene, arm, env.name)
+    return jobs.bind_job(scene, arm, env.name, body_height)
 
 
 def _write(out_dir, report):
@@ -311,7 +330,7 @@ def _write(out_dir, report):
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones", "ceiling", "crowd")
+SCENES = ("bridge", "stones", "ceiling", "chair", "crowd")
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
@@ -321,8 +340,10 @@ def run(out_dir, frames=150, scene_name="bridge"):
         "stones" (a walk over stepping stones, one of which is moved a metre sideways after
         binding: the foot that stood on it is re-positioned onto another surface), "ceiling"
         (a ceiling slab far above at binding is brought down over the path, 8 cm below the top
-        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9) or
-        "crowd" (a walk on flat ground, walked by a crowd along a curve over hills)."""
+        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9),
+        "chair" (a seated character, Fig. 12: the left armrest is taken away and the seat
+        lowered; the hand moves onto the seat, the pelvis follows the seat down) or "crowd" (a
+        walk on flat ground, walked by a crowd along a curve over hills)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -332,6 +353,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_crowd(out_dir)
     if scene_name == "ceiling":
         return _run_ceiling(out_dir)
+    if scene_name == "chair":
+        return _run_chair(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -391,6 +414,31 @@ def _run_ceiling(out_dir, frames=120, height=1.6):
     render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
                         ("Before: a ceiling brought down, head through it", "After: root replanned"))
     report = dict(bake_report, bind=bind_report, render_frame=frame, scene="ceiling")
+    return _write(out_dir, report)
+
+
+def _run_chair(out_dir, frames=90):
+    """The chair (Fig. 12): bind the seated clip (its body height given: sitting, the clip does
+    not show it), take the left armrest away (moved down out of sight, its painted influence 0
+    through the 'Removed' vertex group) and lower the seat 10 cm, bake with contact
+    re-positioning, render the middle frame before and after."""
+    scene, arm, env, objects = build_chair_scene(frames)
+    bind_report = _bind(scene, arm, env, body_height=1.75)
+    rest = objects["armrest.L"]
+    rest.vertex_groups.new(name="Removed")               # in the group with no vertex: influence 0
+    scene.reldesc.influence_group = "Removed"
+    rest.location.z -= 3.0
+    objects["seat"].location.z -= 0.10
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Sit"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    frame = frames // 2
+    view = ((1.9, 2.85, 1.5), (np.radians(76.0), 0.0, np.radians(146.9)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: armrest gone, seat lowered", "After: hand on the seat, pelvis followed"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="chair")
     return _write(out_dir, report)
 
 

@@ -352,6 +352,63 @@ def ceiling_walk(frames=120, ceiling=6.0):
     return skel, motion, verts, tris, ranges[1], np.array([cx, 0.0, ceiling])
 
 
+def chair_scene(frames=90, fps=30.0):
+    """The contacts paper's chair and table (Fig. 12), generated: the humanoid sits on a chair,
+    its hands resting on the armrests, its trunk swaying slowly forward and back (±6°), its
+    feet on the floor; a table stands in front.
+
+    Returns ``skeleton, motion (F,J,3), vertices, triangles, parts`` where ``parts`` maps
+    "floor", "seat", "armrest.L", "armrest.R", "table" to (vertex_start, vertex_stop).
+    Seat top at 0.45 m, armrest tops at 0.65 m (0.32 m either side), table top at 0.74 m.
+    """
+    skel, off = humanoid()
+    names = skel.names
+    J = len(names)
+    t = np.arange(frames) / fps
+    lean = np.radians(6.0) * np.sin(2.0 * np.pi * t / 3.0)                  # forward +
+    pos = np.zeros((frames, J, 3))
+    idx = names.index
+    hips = np.array([0.0, 0.0, 0.55])
+    pos[:, idx("Hips")] = hips
+    R = _rot_y(lean)                                                          # (F,3,3), +x leans forward
+    # A forward lean rotates +z towards +x: that is a rotation of -lean about +y in _rot_y's sense.
+    R = _rot_y(-lean)
+    up = (lambda j: np.einsum("fij,j->fi", R, off[idx(j)]))
+    for j in ("Spine", "Spine1", "Spine2", "Neck", "Head", "HeadTop"):
+        pos[:, idx(j)] = pos[:, skel.parents[idx(j)]] + up(j)
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        pos[:, idx(side + "Shoulder")] = pos[:, idx("Spine2")] + up(side + "Shoulder")
+        pos[:, idx(side + "Arm")] = pos[:, idx(side + "Shoulder")] + up(side + "Arm")
+        hand = np.array([0.02, sign * 0.32, 0.65 + 0.03])
+        l1, l2 = np.linalg.norm(off[idx(side + "ForeArm")]), np.linalg.norm(off[idx(side + "Hand")])
+        top = pos[:, idx(side + "Arm")]
+        d = hand - top
+        dist = np.linalg.norm(d, axis=1)
+        axis = d / dist[:, None]
+        along = (l1 ** 2 - l2 ** 2 + dist ** 2) / (2.0 * dist)
+        height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
+        back = np.array([-1.0, sign * 0.3, 0.0])                            # elbows back and out
+        side_dir = back - np.einsum("fd,d->f", axis, back)[:, None] * axis
+        side_dir /= np.linalg.norm(side_dir, axis=1, keepdims=True)
+        pos[:, idx(side + "ForeArm")] = top + along[:, None] * axis + height[:, None] * side_dir
+        pos[:, idx(side + "Hand")] = hand
+        pos[:, idx(side + "HandEnd")] = hand + np.array([0.16, 0.0, 0.0])
+        # Thighs on the seat, shins down, feet flat on the floor.
+        pos[:, idx(side + "UpLeg")] = hips + np.array([0.0, sign * 0.10, -0.05])
+        pos[:, idx(side + "Leg")] = pos[:, idx(side + "UpLeg")] + np.array([0.44, 0.0, 0.0])
+        pos[:, idx(side + "Foot")] = pos[:, idx(side + "Leg")] + np.array([0.0, 0.0, -0.42])
+        pos[:, idx(side + "Toe")] = pos[:, idx(side + "Foot")] + off[idx(side + "Toe")]
+        pos[:, idx(side + "ToeEnd")] = pos[:, idx(side + "Toe")] + off[idx(side + "ToeEnd")]
+    floor = grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0))
+    seat = box((0.05, 0.0, 0.40), (0.5, 0.5, 0.1), subdivisions=3)
+    arm_l = box((0.02, 0.32, 0.62), (0.5, 0.08, 0.06), subdivisions=3)
+    arm_r = box((0.02, -0.32, 0.62), (0.5, 0.08, 0.06), subdivisions=3)
+    table = box((0.85, 0.0, 0.72), (0.6, 1.2, 0.04), subdivisions=3)
+    verts, tris, ranges = merge(floor, seat, arm_l, arm_r, table)
+    parts = dict(zip(("floor", "seat", "armrest.L", "armrest.R", "table"), ranges))
+    return skel, pos, verts, tris, parts
+
+
 # --- Rigs of the common naming conventions -------------------------------------
 #: Roles of a generic humanoid: (role, parent role, rest offset from the parent,
 #: metres, Z up, +Y the character's left). "{s}" is the side, mirrored in Y.

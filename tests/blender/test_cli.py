@@ -124,6 +124,18 @@ def test_demo_of_the_ceiling_replans_the_root_under_it(tmp_path):
     assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_demo_of_the_chair_puts_the_hand_on_the_seat_and_follows_the_seat(tmp_path):
+    out = tmp_path / "chair"
+    r = run("demo", "--scene", "chair", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "chair" and report["contact_counts"]["unresolved"] == 0
+    by = {c["effector"]: c for c in report["contacts"]}
+    assert by["LeftHand"]["status"] == "repositioned" and by["LeftHand"]["new_surface"] == "Seat"
+    assert by["Hips"]["status"] == "repositioned" and by["Hips"]["new_surface"] == "Seat"
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
     out = tmp_path / "crowd"
     r = run("demo", "--scene", "crowd", "-o", str(out))

@@ -172,10 +172,16 @@ class Reachability:
             if not on.any():
                 continue
             idx = np.flatnonzero(on)
+            if limb is None:                             # a seat held: the pelvis stays on it
+                ok[idx] &= np.linalg.norm(self.pos[f[idx], self.root] + o[idx] - points[hit[idx]], axis=1) \
+                    <= 2.0 * self.margin
+                continue
             at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
             local = np.einsum("nij,nj->ni", body[idx], points[hit[idx]] - at)
             ok[idx] &= self.workspace_of(limb).excess(local) <= self.margin
         for limb, frames, samples in self.rep:
+            if limb is None:                             # a seat gone: the plan does not look for another
+                continue
             on = (f >= frames[0]) & (f <= frames[-1]) & ok
             if not on.any():
                 continue

@@ -57,6 +57,9 @@ FRICTION = 0.7
 SOLE_MAX = 0.1
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
+#: A seat whose surface moved less than this (body heights) is followed: the pelvis is held on
+#: it (a chair lowered); farther, it is gone, and only root replanning can help.
+SEAT_FOLLOW = 0.3
 
 
 class ContactError(RelDescError):
@@ -237,7 +240,19 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     if not (0 < eps0 < H and 0 < vmax < H):
         raise ContactError(f"contact thresholds out of range (distance {eps0:g}, speed {per_second:g} per second): "
                            f"give positive values below the body height ({H:g})")
-    limbs = [find_limb(sk, n) for n in names]
+    # The pelvis is an effector too: seated or lying on a surface, it is a support (§8.3,
+    # the chair). It has no limb: its phases are never re-positioned, only held or replanned.
+    pelvis = _body_frames(binding).pelvis
+    if not effectors and sk.names[pelvis] not in names:
+        names.append(sk.names[pelvis])
+    limbs = []
+    for n in names:
+        try:
+            limbs.append(find_limb(sk, n))
+        except ContactError:
+            if sk.index(n) != pelvis:
+                raise
+            limbs.append(Limb(pelvis, np.array([pelvis])))
     idx = np.array([lb.effector for lb in limbs])
     pts = motion[:, idx]
     # Effectors farther than 0.2 body heights from every surface are never in
@@ -268,13 +283,22 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
             # The contact normal is the face's: interpolated vertex normals lean
             # over the edges of coarse boxes (a stepping stone's top, say).
             n = _face_normal(binding.mesh, m, tri[m, k])
-            alpha, u = force_profile(motion[m, limb.chain], n, friction)
+            if seat(limb):
+                alpha, u = np.zeros(3), np.eye(3)               # no limb: no force profile
+            else:
+                alpha, u = force_profile(motion[m, limb.chain], n, friction)
             mesh_m = binding.mesh.frame(m)
             corners = mesh_m[binding.mesh.triangles[tri[m, k]]]
             phases.append(ContactPhase(int(limb.effector), sk.names[limb.effector], int(s), int(e),
                                        int(tri[m, k]), bary[m, k].copy(), bary[m, k] @ corners, n.copy(),
-                                       float(d[m]), alpha, u, limb))
+                                       float(d[m]), alpha, u, None if seat(limb) else limb))
     return phases
+
+
+def seat(limb):
+    """Whether a limb (or a phase's ``limb``, None for the pelvis) is the pelvis's: a seated or
+    lying support, with no chain to bend."""
+    return limb is None or len(limb.chain) == 1
 
 
 # --- validity (§5.2) ---------------------------------------------------------------
@@ -414,8 +438,8 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         # Outside the limb's workspace (the hull of its configurations within joint limits,
         # carried with the body) by more than the contact tolerance on any frame.
         goal = np.broadcast_to(p + n * ph.clearance, (len(frames), 3))
-        if np.any(reach_excess(binding, limb, positions[frames], positions[frames, limb.root], goal,
-                               lengths[frames]) > eps0):
+        if limb is not None and np.any(reach_excess(binding, limb, positions[frames], positions[frames, limb.root],
+                                                    goal, lengths[frames]) > eps0):
             out.append((False, "unreachable"))
             continue
         # Collision: a bone of the contact's limb or of the trunk (three points along each)
@@ -484,7 +508,10 @@ def _judged_bones(binding, phase):
             limbs |= set(_subtree(sk, e).tolist())
         binding._joint_models[key] = limbs
     limbs = binding._joint_models[key]
-    mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
+    if phase.limb is None:                            # a seat: the trunk only
+        mine = set()
+    else:
+        mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
     child = np.flatnonzero(sk.parents >= 0)
     return np.flatnonzero([(c in mine) or (c not in limbs) for c in child.tolist()])
 
@@ -599,6 +626,15 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         limb, m = ph.limb, ph.middle
         if ok or i in ignored:
             outcomes[i] = Outcome(ph, "valid" if ok else "unresolved", reason, ph.position, None)
+            continue
+        if limb is None:                              # a seat: held where its surface is now, or left
+            p, n = contact_point(mesh, ph, m)         # to replanning (there is no limb to move it)
+            if i in locked or np.linalg.norm(p - ph.position) < SEAT_FOLLOW * H:
+                fr = np.arange(ph.start, ph.end + 1)
+                pins[fr, ph.effector] = track(mesh, ph.triangle, ph.bary, ph.clearance, fr)
+                outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle))
+            else:
+                outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
             continue
         carried = next((shift for joints, s0, e0, shift in moved
                         if ph.effector in joints and s0 <= m <= e0), None)

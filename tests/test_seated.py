@@ -1,0 +1,77 @@
+"""Seated supports (contacts paper §8.3, the chair and table of Fig. 12): the pelvis is an effector."""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import TriMesh, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.contacts import adapt_with_contacts, detect_contacts, landed
+from blender_reldesc.core.contacts.balance import centre_of_mass, segment_masses
+from blender_reldesc.core.contacts.repositioning import _balance_excess
+
+
+@pytest.fixture(scope="module")
+def chair():
+    skel, motion, verts, tris, parts = S.chair_scene(60)
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh, body_height=1.75)
+
+    def edited(name, shift):
+        v = verts.copy()
+        a, b = parts[name]
+        v[a:b] += shift
+        return mesh.with_vertices(v)
+    return skel, motion, mesh, parts, binding, edited
+
+
+def test_a_seated_pelvis_is_a_contact_and_a_walking_one_is_not(chair):
+    skel, motion, mesh, parts, binding, _ = chair
+    phases = detect_contacts(binding)
+    names = sorted(p.name for p in phases)
+    assert names == sorted(["Hips", "LeftHand", "RightHand", "LeftFoot", "LeftToe", "RightFoot", "RightToe"])
+    seat = next(p for p in phases if p.name == "Hips")
+    assert seat.limb is None and (seat.start, seat.end) == (0, len(motion) - 1)
+    assert abs(seat.clearance - 0.10) < 1e-6 and seat.normal[2] > 0.99
+    walk_skel, walk, verts, tris, _ = S.stepping_stones(60)
+    walking = detect_contacts(bind(walk_skel, walk, TriMesh(verts, tris)))
+    assert "Hips" not in {p.name for p in walking}
+
+
+def test_the_seat_is_part_of_the_support_polygon(chair):
+    skel, motion, mesh, parts, binding, _ = chair
+    f = 0
+    com = centre_of_mass(skel, motion[f], segment_masses(skel, motion, 1.75))
+    feet = motion[f, [skel.index(n) for n in ("LeftFoot", "RightFoot", "LeftToe", "RightToe")]]
+    assert _balance_excess(com, feet, (0, 0, 1.0)) > 0.1            # sitting back: not over the feet
+    with_seat = np.vstack([feet, motion[f, skel.index("Hips")]])
+    assert _balance_excess(com, with_seat, (0, 0, 1.0)) == 0.0
+    _, outcomes = adapt_with_contacts(binding, mesh)
+    assert all(o.status == "valid" for o in outcomes)
+
+
+def test_a_lowered_seat_is_followed(chair):
+    skel, motion, mesh, parts, binding, edited = chair
+    low = edited("seat", [0.0, 0.0, -0.10])
+    result, outcomes = adapt_with_contacts(binding, low)
+    seat = next(o for o in outcomes if o.phase.name == "Hips")
+    assert seat.status == "repositioned" and abs(seat.new_position[2] - 0.35) < 1e-6
+    hips = result.positions[:, skel.index("Hips"), 2]
+    assert np.abs(hips - 0.45).max() < 0.01                           # on the lowered seat, its sole kept
+    assert all(o.status != "unresolved" for o in outcomes)
+
+
+def test_a_removed_armrest_puts_the_hand_on_the_chair(chair):
+    """The armrest is taken away (moved 3 m down, its painted influence 0, as a user removes a
+    surface from the relationship): the hand finds another surface, as in the paper's Fig. 12."""
+    skel, motion, mesh, parts, binding, edited = chair
+    gone = edited("armrest.L", [0.0, 0.0, -3.0])
+    influence = np.ones(len(mesh.vertices))
+    influence[slice(*parts["armrest.L"])] = 0.0
+    result, outcomes = adapt_with_contacts(binding, gone, vertex_influence=influence)
+    hand = next(o for o in outcomes if o.phase.name == "LeftHand")
+    assert hand.status == "repositioned" and hand.reason == "unsupported"
+    assert landed(result.positions, gone, hand.phase, 0.015 * 1.75)
+    a, b = parts["seat"]
+    seat = gone.vertices[a:b]
+    assert np.all(hand.new_position >= seat.min(axis=0) - 1e-6) and np.all(hand.new_position <= seat.max(axis=0) + 1e-6)
+    assert all(o.status != "unresolved" for o in outcomes)

@@ -403,3 +403,110 @@ def test_the_live_preview_with_contacts_shows_the_bake(stones):
     animated = TriMesh(np.broadcast_to(mesh.vertices, (len(motion),) + mesh.vertices.shape).copy(), mesh.triangles)
     with pytest.raises(Exception, match="static environment"):
         ContactsPreview(bind(skel, motion[:20], TriMesh(animated.vertices[:20], mesh.triangles)))
+
+
+def _rotate_about(points, centre, axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    c, s = np.cos(angle), np.sin(angle)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    R = np.eye(3) + s * K + (1 - c) * K @ K
+    return (points - centre) @ R.T + centre
+
+
+def _aligned(points, centre, a, b):
+    """``points`` turned about ``centre`` by the rotation taking direction a to b."""
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    axis = np.cross(a, b)
+    return _rotate_about(points, centre, axis, np.arctan2(np.linalg.norm(axis), a @ b))
+
+
+def test_the_reason_balance_when_the_trunk_leans_far_over(stones):
+    """Over a left-foot stance the upper body bends 90° to the right at the lower back and both
+    arms reach out that way (bone lengths kept, pelvis and feet in place, nothing hit): the
+    centre of mass leaves the support polygon by more than the source's plus 0.1 body heights."""
+    from blender_reldesc.core.contacts import check_contacts
+    skel, motion, mesh, _, binding = stones
+    phases = detect_contacts(binding)
+    k = next(i for i, ph in enumerate(phases) if ph.name == "LeftFoot" and ph.end - ph.start >= 8)
+    ph = phases[k]
+    upper = [skel.index("Spine1")] + skel.descendants(skel.index("Spine1"))
+    pos = motion.copy()
+    for f in range(ph.start, ph.end + 1):
+        back = pos[f, skel.index("Spine")]
+        pos[f, upper] = _rotate_about(pos[f, upper], back, [1.0, 0.0, 0.0], np.radians(90.0))
+        for side in ("Left", "Right"):
+            arm = [skel.index(side + "Arm")] + skel.descendants(skel.index(side + "Arm"))
+            pos[f, arm] = _aligned(pos[f, arm], pos[f, arm[0]], pos[f, skel.index(side + "Hand")] - pos[f, arm[0]],
+                                   np.array([0.0, -1.0, 0.0]))
+    lengths = skel.bone_lengths(motion)
+    assert np.allclose(skel.bone_lengths(pos), lengths)
+    assert check_contacts(binding, pos, mesh, phases, lengths)[k] == (False, "balance")
+
+
+def test_a_supporting_foot_takes_an_upward_surface_not_a_wall(stones):
+    """Fig. 4: the stone under a foot taken away, a wall beside where it was: the foot lands on a
+    surface facing up (the wall is nearer but no support)."""
+    skel, motion, mesh, stone_list, _ = stones
+    binding, phases, move_box = _with_a_far_box(stones, (1.0, 0.1, 0.8))
+    k = next(i for i, ph in enumerate(phases) if ph.name == "LeftFoot" and ph.start > 30)
+    ph = phases[k]
+    stone = next(r for r in stone_list if np.linalg.norm(r[2][:2] - ph.position[:2]) < 0.3)
+    scene = move_box((ph.position[0], ph.position[1] + 0.2, 0.4))       # a wall 15 cm to the foot's left
+    v = scene.vertices.copy()
+    v[stone[0]:stone[1]] += [0.0, 0.0, -3.0]                             # the stone sinks out of reach
+    edited = scene.with_vertices(v)
+    result, outcomes = adapt_with_contacts(binding, edited, phases=phases)
+    o = outcomes[k]
+    assert o.status == "repositioned"
+    corners = edited.vertices[edited.triangles[o.triangle]]
+    n = np.cross(corners[1] - corners[0], corners[2] - corners[0])
+    assert n[2] / np.linalg.norm(n) > 0.9
+
+
+def test_ignored_and_locked_phases_in_the_core(stones):
+    skel, motion, mesh, stone_list, binding = stones
+    phases = detect_contacts(binding)
+    k = next(i for i, ph in enumerate(phases) if ph.name == "LeftFoot" and ph.start > 30)
+    ph = phases[k]
+    stone = next(r for r in stone_list if np.linalg.norm(r[2][:2] - ph.position[:2]) < 0.3)
+    v = mesh.vertices.copy()
+    v[stone[0]:stone[1]] += [0.0, 1.0, 0.0]
+    edited = mesh.with_vertices(v)
+    plain = adapt(binding, edited)
+    # Ignored: reported as it is, and the foot is left to the descriptors (no pin).
+    _, out = adapt_with_contacts(binding, edited, phases=phases, ignored={k}, replan_root=False)
+    assert out[k].status == "unresolved" and out[k].reason == "unsupported"
+    # Locked: held on its original contact, which moved with the stone, and reported there.
+    result, out = adapt_with_contacts(binding, edited, phases=phases, locked={k})
+    assert out[k].status == "repositioned"
+    np.testing.assert_allclose(out[k].new_position, ph.position + [0.0, 1.0, 0.0], atol=1e-9)
+    foot = result.positions[ph.middle, ph.effector]
+    assert np.linalg.norm(foot - (ph.position + [0.0, 1.0, ph.clearance])) < 0.01
+    assert np.linalg.norm(plain.positions[ph.middle, ph.effector] - foot) > 0.1
+
+
+def test_a_hand_on_a_table_pulled_away_moves_to_the_table_edge():
+    """A still pose, the left hand resting on a table top; the table slides 0.6 m sideways (the
+    descriptors drag the hand after it, off the top): the hand is re-positioned on the table
+    top, at the edge nearest the body."""
+    skel, walk = S.walk(10)
+    motion = np.repeat(walk[:1], 40, axis=0)
+    hand = motion[0, skel.index("LeftHand")]
+    floor = S.grid(4.0, 3.0, 8, 6, origin=(hand[0] - 2.0, -1.5), z=float(walk[..., 2].min()) - 0.005)
+    table = S.box((hand[0], hand[1], hand[2] - 0.03 - 0.05), (0.6, 0.4, 0.1), subdivisions=4)
+    verts, tris, (floor_r, table_r) = S.merge(floor, table)
+    mesh = TriMesh(verts, tris)
+    binding = bind(skel, motion, mesh)
+    phases = detect_contacts(binding)
+    k = next(i for i, ph in enumerate(phases) if ph.name == "LeftHand")
+    v = verts.copy()
+    v[table_r[0]:table_r[1]] += [0.0, 0.6, 0.0]                           # the near edge 0.4 m from the hand
+    edited = mesh.with_vertices(v)
+    result, outcomes = adapt_with_contacts(binding, edited, phases=phases)
+    o = outcomes[k]
+    assert o.status == "repositioned", (o.status, o.reason)
+    top = v[table_r[0]:table_r[1]]
+    assert abs(o.new_position[2] - top[:, 2].max()) < 1e-6                # on the top
+    assert o.new_position[1] - top[:, 1].min() < 0.05                     # at the edge nearest the body
+    from blender_reldesc.core.contacts import landed
+    assert landed(result.positions, edited, o.phase, 0.015 * binding.body_height)

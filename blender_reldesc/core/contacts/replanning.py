@@ -146,7 +146,7 @@ class Reachability:
         self.was_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2]))
         self.keep, self.rep = keep, rep
         self.workspace_of, self.body = workspace_of, body
-        self.rot = body.rotations(positions)                                     # (F,3,3)
+        self.rot = {False: body.rotations(positions), True: body.rotations(positions, upper=True)}   # (F,3,3)
 
     def _hit(self, sd):
         """Samples inside the environment or within ``CLEAR`` of a surface (the trunk's
@@ -165,7 +165,7 @@ class Reachability:
         pts = self._moved(f, o, R, self.trunk[f])
         sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
         ok = ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
-        body = np.einsum("nij,nkj->nik", self.rot[f], R)                         # R_body @ R^T
+        body = {k: np.einsum("nij,nkj->nik", r[f], R) for k, r in self.rot.items()}   # R_body @ R^T
         for limb, frames, points in self.keep:
             hit = np.searchsorted(frames, f)
             on = (hit < len(frames)) & (frames[np.minimum(hit, len(frames) - 1)] == f) & ok
@@ -176,9 +176,10 @@ class Reachability:
                 ok[idx] &= np.linalg.norm(self.pos[f[idx], self.root] + o[idx] - points[hit[idx]], axis=1) \
                     <= 2.0 * self.margin
                 continue
+            ws = self.workspace_of(limb)
             at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
-            local = np.einsum("nij,nj->ni", body[idx], points[hit[idx]] - at)
-            ok[idx] &= self.workspace_of(limb).excess(local) <= self.margin
+            local = np.einsum("nij,nj->ni", body[ws.upper][idx], points[hit[idx]] - at)
+            ok[idx] &= ws.excess(local) <= self.margin
         for limb, frames, samples in self.rep:
             if limb is None:                             # a seat gone: the plan does not look for another
                 continue
@@ -186,9 +187,10 @@ class Reachability:
             if not on.any():
                 continue
             idx = np.flatnonzero(on)
+            ws = self.workspace_of(limb)
             at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
-            local = np.einsum("nij,nsj->nsi", body[idx], samples[None] - at[:, None])
-            ok[idx] &= self.workspace_of(limb).excess(local).min(axis=1) <= self.margin
+            local = np.einsum("nij,nsj->nsi", body[ws.upper][idx], samples[None] - at[:, None])
+            ok[idx] &= ws.excess(local).min(axis=1) <= self.margin
         return ok
 
 

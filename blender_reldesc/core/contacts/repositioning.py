@@ -334,8 +334,9 @@ def _workspace(binding, limb, lengths):
 def reach_excess(binding, limb, poses, roots, points, lengths):
     """How far (body-frame plane distance, <= 0 inside) ``points`` (..., n, 3) lie outside the
     limb's workspace placed at ``roots`` (n,3) and turned with the body of ``poses`` (n,J,3)."""
-    rot = _body_frames(binding).rotations(poses)
-    return _workspace(binding, limb, lengths).excess(to_body(rot, roots, points))
+    ws = _workspace(binding, limb, lengths)
+    rot = _body_frames(binding).rotations(poses, upper=ws.upper)
+    return ws.excess(to_body(rot, roots, points))
 
 
 def _hull_distance(points2d, q):

@@ -3,11 +3,13 @@
 The contacts paper (§5.2) calls a contact *unreachable* when it leaves the convex
 hull of the limb's sampled configurations, taken with the limb's root. Here:
 
-- **The body frame** (``BodyFrames``) is found from the structure: the pelvis is
-  where the legs branch, the top of the trunk where the arms do, the side axis
-  runs between the two leg roots (the two arm roots when there are no legs), and
-  forward is the side the knees bend towards in the source (the toes when the
-  legs stay straight). Rows of ``rotations``: forward, left, up.
+- **The body frames** (``BodyFrames``) are found from the structure: the pelvis
+  is where the legs branch, the chest where the arms do. The legs' frame is the
+  pelvis's (up along its first bone up the trunk, the side axis between the leg
+  roots), the arms' the chest's (up along the trunk's last bone below the arms,
+  the side axis between the arm roots); forward is where the toes point in the
+  source (the knees when there are no toes). Rows of ``rotations``: forward,
+  left, up.
 - **A limb's workspace** (``Workspace``) is the convex hull of 12,000 effector
   positions in that frame, relative to the limb's root, over configurations
   within anatomical limits (``LEG`` and ``ARM``: flexion and abduction of the
@@ -52,22 +54,35 @@ LEG_HEIGHT = 0.25
 
 @dataclass
 class BodyFrames:
-    """The joints that define the body frame; ``rotations`` gives it for any poses."""
+    """The joints that define the body's frames; ``rotations`` gives them for any poses.
+
+    The lower frame (legs) is the pelvis's: up along its first bone up the trunk, left between
+    the leg roots. The upper frame (arms) is the chest's: up along the trunk's last bone below
+    the arms' branching joint, left between the arm roots. A back that bends turns the arms'
+    workspaces, not the legs'."""
 
     pelvis: int
+    pelvis_up: int | None        # the first trunk joint above the pelvis (None: world up)
     top: int | None              # the arms' branching joint, None without arms
-    pair: tuple | None           # (a, b): left axis from a to b (times ``sign``)
+    top_below: int | None        # the trunk joint below it
+    pair: tuple | None           # (a, b): the lower frame's left axis from a to b (times ``sign``)
+    arm_pair: tuple | None       # the same for the upper frame (times ``arm_sign``)
     sign: float = 1.0
+    arm_sign: float = 1.0
 
-    def rotations(self, positions):
-        """(..., 3, 3) rows forward, left, up of poses ``positions`` (..., J, 3)."""
+    def rotations(self, positions, upper=False):
+        """(..., 3, 3) rows forward, left, up of poses ``positions`` (..., J, 3): the lower frame,
+        or with ``upper`` the chest's."""
         p = np.asarray(positions, float)
         shape = p.shape[:-2]
+        if upper and self.top is not None:
+            a, b, pair, sign = self.top_below, self.top, self.arm_pair or self.pair, self.arm_sign
+        else:
+            a, b, pair, sign = self.pelvis, self.pelvis_up, self.pair, self.sign
         z = np.array([0.0, 0.0, 1.0])
-        up = normalize(p[..., self.top, :] - p[..., self.pelvis, :]) if self.top is not None \
-            else np.broadcast_to(z, shape + (3,))
-        if self.pair is not None:
-            left = self.sign * (p[..., self.pair[1], :] - p[..., self.pair[0], :])
+        up = normalize(p[..., b, :] - p[..., a, :]) if b is not None else np.broadcast_to(z, shape + (3,))
+        if pair is not None:
+            left = sign * (p[..., pair[1], :] - p[..., pair[0], :])
         else:
             left = np.broadcast_to(np.array([0.0, 1.0, 0.0]), shape + (3,))
         left = left - np.einsum("...d,...d->...", left, up)[..., None] * up
@@ -96,31 +111,50 @@ def body_frames(skeleton, motion, body_height, chains):
     top = int(parents[arms[0][0]]) if arms else None
     if top == pelvis:
         top = None
-    side = legs if len(legs) >= 2 else arms if len(arms) >= 2 else []
-    def off_pelvis(c):
-        """The chain's first joint away from the pelvis (Rigify's pelvis bones start on it)."""
-        far = np.median(np.linalg.norm(motion[:, c] - motion[:, [pelvis]], axis=-1), axis=0) > 1e-3 * body_height
+    apart = lambda i, j: float(np.median(np.linalg.norm(motion[:, i] - motion[:, j], axis=-1))) > 0.02 * body_height  # noqa: E731
+    pelvis_up = top_below = None
+    if top is not None:
+        path = [top]                                        # from the top down to the pelvis
+        while path[-1] != pelvis and parents[path[-1]] >= 0:
+            path.append(int(parents[path[-1]]))
+        if path[-1] == pelvis:
+            path = path[::-1]                               # pelvis ... top
+            pelvis_up = next((j for j in path[1:] if apart(j, pelvis)), top)
+            top_below = next((j for j in path[-2::-1] if apart(j, top)), pelvis)
+
+    def off_pelvis(c, at):
+        """The chain's first joint away from ``at`` (Rigify's pelvis bones start on the spine)."""
+        far = np.median(np.linalg.norm(motion[:, c] - motion[:, [at]], axis=-1), axis=0) > 1e-3 * body_height
         return int(c[np.argmax(far)]) if far.any() else int(c[0])
 
-    pair = (off_pelvis(side[0]), off_pelvis(side[1])) if len(side) >= 2 else None
-    frames = BodyFrames(pelvis, top, pair)
-    if pair is None or not legs:
+    pair = (off_pelvis(legs[0], pelvis), off_pelvis(legs[1], pelvis)) if len(legs) >= 2 else None
+    arm_pair = (off_pelvis(arms[0], top), off_pelvis(arms[1], top)) if len(arms) >= 2 and top is not None else None
+    if pair is None:
+        pair = arm_pair
+    frames = BodyFrames(pelvis, pelvis_up, top, top_below, pair, arm_pair)
+    if pair is None:
         return frames
-    # Forward is where the toes point (the joints below each foot), else where the knees do
-    # (the middle joint off the hip-ankle line; a hyperextended knee points back).
-    R = frames.rotations(motion)                                          # (F,3,3)
-    votes = 0.0
-    for c in legs:
-        below = skeleton.descendants(int(c[-1]))
-        if len(below):
-            votes += float(np.einsum("fd,fd->", R[:, 0], motion[:, below].mean(axis=1) - motion[:, c[-1]]))
-    if abs(votes) < 1e-3 * body_height * len(motion):
+    if legs:
+        # Forward is where the toes point (the joints below each foot), else where the knees do
+        # (the middle joint off the hip-ankle line; a hyperextended knee points back).
+        R = frames.rotations(motion)                                          # (F,3,3)
+        votes = 0.0
         for c in legs:
-            mid = len(c) // 2
-            off = motion[:, c[mid]] - 0.5 * (motion[:, c[0]] + motion[:, c[-1]])
-            votes += float(np.einsum("fd,fd->", R[:, 0], off))
-    if votes < 0:
-        frames.sign = -1.0
+            below = skeleton.descendants(int(c[-1]))
+            if len(below):
+                votes += float(np.einsum("fd,fd->", R[:, 0], motion[:, below].mean(axis=1) - motion[:, c[-1]]))
+        if abs(votes) < 1e-3 * body_height * len(motion):
+            for c in legs:
+                mid = len(c) // 2
+                off = motion[:, c[mid]] - 0.5 * (motion[:, c[0]] + motion[:, c[-1]])
+                votes += float(np.einsum("fd,fd->", R[:, 0], off))
+        if votes < 0:
+            frames.sign = -1.0
+    if arm_pair is not None and legs:
+        # The chest faces where the pelvis does.
+        lower, chest = frames.rotations(motion), frames.rotations(motion, upper=True)
+        if float(np.einsum("fd,fd->", lower[:, 0], chest[:, 0])) < 0:
+            frames.arm_sign = -1.0
     return frames
 
 
@@ -133,6 +167,7 @@ class Workspace:
     effector: int
     equations: np.ndarray
     points: np.ndarray = None
+    upper: bool = False             # in the chest's frame (an arm), else the pelvis's
 
     def excess(self, local):
         """(...,) how far points ``local`` (..., 3) lie outside the hull: the largest plane
@@ -164,14 +199,15 @@ def limb_workspace(skeleton, motion, body_height, frames, chain, lengths=None, s
     if not np.all(np.isfinite(L)) or L.max() <= 0:
         raise ValueError("a limb with no length has no workspace")
     u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
-    R = frames.rotations(motion)                                               # (F,3,3)
     ground = float(motion[..., 2].min())
     leg = np.median(motion[:, chain[-1], 2]) - ground < LEG_HEIGHT * body_height
+    R = frames.rotations(motion, upper=not leg)                                # (F,3,3)
     lim = LEG if leg else ARM
     rng = np.random.default_rng(seed)
     n = int(samples)
     # Which side of the body the limb is on (its outward direction), and which way its hinge bends.
-    rel_root = np.einsum("fij,fj->fi", R, motion[:, chain[0]] - motion[:, frames.pelvis])
+    centre = frames.pelvis if leg or frames.top is None else frames.top
+    rel_root = np.einsum("fij,fj->fi", R, motion[:, chain[0]] - motion[:, centre])
     out_sign = 1.0 if np.median(rel_root[:, 1]) >= 0 else -1.0
     bend_side = lim["side"]
     if u + 1 < len(L):
@@ -210,7 +246,7 @@ def limb_workspace(skeleton, motion, body_height, frames, chain, lengths=None, s
     # Facets merged within 0.5 % of the body height (Qhull's centrum test): some 400 facets
     # instead of 3000, every sample still inside; each test of a point is a product with them.
     hull = ConvexHull(pts, qhull_options=f"C{HULL_MERGE * body_height:.6g}")
-    return Workspace(int(chain[0]), int(chain[-1]), hull.equations.copy(), pts[hull.vertices])
+    return Workspace(int(chain[0]), int(chain[-1]), hull.equations.copy(), pts[hull.vertices], upper=not leg)
 
 
 def to_body(frames_rot, root_positions, points):

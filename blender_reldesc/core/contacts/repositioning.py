@@ -57,6 +57,9 @@ FRICTION = 0.7
 SOLE_MAX = 0.1
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
+#: Root replanning's motion is kept only if its largest frame-to-frame joint step stays within
+#: this times the source's (or the motion before it, if that was larger): issue 10's "no jump".
+JUMP_RATIO = 1.2
 #: A seat whose surface moved less than this (body heights) is followed: the pelvis is held on
 #: it (a chair lowered); farther, it is gone, and only root replanning can help.
 SEAT_FOLLOW = 0.3
@@ -758,7 +761,9 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         (detected once per bake); detected here otherwise.
     replan_root : with ``reposition``, phases still invalid after re-positioning get the root
         replanned over their frames (``replanning``, §7; static environments); when no root
-        path is found they are reported ``unresolved`` with reason ``no root path``.
+        path is found they are reported ``unresolved`` with reason ``no root path``. A
+        replanned motion is kept only when it leaves fewer phases unresolved and adds no jump
+        (``JUMP_RATIO``); otherwise the motion before it is returned.
     seed : the root planner's random seed (the same seed gives the same motion).
     options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
     Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
@@ -819,6 +824,7 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         return result, outcomes
     # §7: the root replanned over the frames of the phases still invalid, then §7.3.
     from .replanning import replan_windows
+    before = (result, list(outcomes))
     plans, pins = replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up, seed, fps=fps)
     if not any(p is not None for _, p in plans):
         for i in bad:
@@ -845,7 +851,20 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
                                   "root replanned" if ok and planned_here else reason, phases[i].position, None)
         elif i not in bad and outcomes[i].status == "valid" and not ok:
             outcomes[i] = Outcome(phases[i], "unresolved", why, phases[i].position, None)
-    return result, confirm(outcomes)
+    outcomes = confirm(outcomes)
+    # The replanned motion is kept only if it is better: fewer contacts unresolved and no new
+    # jump (on a real walk over stones, replanning around two leftover phases unsettled five
+    # others and put a 1.66x step in a knee).
+    def unresolved(o):
+        return sum(x.status == "unresolved" for x in o)
+
+    def step(p):
+        return float(np.linalg.norm(np.diff(p, axis=0), axis=-1).max()) if len(p) > 1 else 0.0
+
+    limit = max(step(before[0].positions), JUMP_RATIO * step(binding.motion))
+    if unresolved(outcomes) >= unresolved(before[1]) or step(result.positions) > limit + 1e-12:
+        return before
+    return result, outcomes
 
 
 def landed(positions, mesh, phase, eps0):

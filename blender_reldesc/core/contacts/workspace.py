@@ -5,8 +5,8 @@ hull of the limb's sampled configurations, taken with the limb's root. Here:
 
 - **The body frames** (``BodyFrames``) are found from the structure: the pelvis
   is where the legs branch, the chest where the arms do. The legs' frame is the
-  pelvis's (up along its first bone up the trunk, the side axis between the leg
-  roots), the arms' the chest's (up along the trunk's last bone below the arms,
+  pelvis's (the side axis between the leg roots, up the vertical square to it),
+  the arms' the chest's (up along the trunk's last bone below the arms,
   the side axis between the arm roots); forward is where the toes point in the
   source (the knees when there are no toes). Rows of ``rotations``: forward,
   left, up.
@@ -56,13 +56,14 @@ LEG_HEIGHT = 0.25
 class BodyFrames:
     """The joints that define the body's frames; ``rotations`` gives them for any poses.
 
-    The lower frame (legs) is the pelvis's: up along its first bone up the trunk, left between
-    the leg roots. The upper frame (arms) is the chest's: up along the trunk's last bone below
+    The lower frame (legs) is the pelvis's: left between the leg roots, up the vertical made
+    square to it (the bone from the pelvis up the trunk is a lumbar bone: on a real walk bent
+    sideways by an edit, it turned the legs' workspaces 20° and made a planted foot
+    unreachable). The upper frame (arms) is the chest's: up along the trunk's last bone below
     the arms' branching joint, left between the arm roots. A back that bends turns the arms'
     workspaces, not the legs'."""
 
     pelvis: int
-    pelvis_up: int | None        # the first trunk joint above the pelvis (None: world up)
     top: int | None              # the arms' branching joint, None without arms
     top_below: int | None        # the trunk joint below it
     pair: tuple | None           # (a, b): the lower frame's left axis from a to b (times ``sign``)
@@ -75,12 +76,13 @@ class BodyFrames:
         or with ``upper`` the chest's."""
         p = np.asarray(positions, float)
         shape = p.shape[:-2]
-        if upper and self.top is not None:
-            a, b, pair, sign = self.top_below, self.top, self.arm_pair or self.pair, self.arm_sign
-        else:
-            a, b, pair, sign = self.pelvis, self.pelvis_up, self.pair, self.sign
         z = np.array([0.0, 0.0, 1.0])
-        up = normalize(p[..., b, :] - p[..., a, :]) if b is not None else np.broadcast_to(z, shape + (3,))
+        if upper and self.top is not None:
+            pair, sign = self.arm_pair or self.pair, self.arm_sign
+            up = normalize(p[..., self.top, :] - p[..., self.top_below, :])
+        else:
+            pair, sign = self.pair, self.sign
+            up = np.broadcast_to(z, shape + (3,))
         if pair is not None:
             left = sign * (p[..., pair[1], :] - p[..., pair[0], :])
         else:
@@ -112,14 +114,13 @@ def body_frames(skeleton, motion, body_height, chains):
     if top == pelvis:
         top = None
     apart = lambda i, j: float(np.median(np.linalg.norm(motion[:, i] - motion[:, j], axis=-1))) > 0.02 * body_height  # noqa: E731
-    pelvis_up = top_below = None
+    top_below = None
     if top is not None:
         path = [top]                                        # from the top down to the pelvis
         while path[-1] != pelvis and parents[path[-1]] >= 0:
             path.append(int(parents[path[-1]]))
         if path[-1] == pelvis:
             path = path[::-1]                               # pelvis ... top
-            pelvis_up = next((j for j in path[1:] if apart(j, pelvis)), top)
             top_below = next((j for j in path[-2::-1] if apart(j, top)), pelvis)
 
     def off_pelvis(c, at):
@@ -131,7 +132,7 @@ def body_frames(skeleton, motion, body_height, chains):
     arm_pair = (off_pelvis(arms[0], top), off_pelvis(arms[1], top)) if len(arms) >= 2 and top is not None else None
     if pair is None:
         pair = arm_pair
-    frames = BodyFrames(pelvis, pelvis_up, top, top_below, pair, arm_pair)
+    frames = BodyFrames(pelvis, top, top_below, pair, arm_pair)
     if pair is None:
         return frames
     if legs:

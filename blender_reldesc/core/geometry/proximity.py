@@ -178,6 +178,7 @@ class Collider:
         self._boxes = np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
         self.tree = BoxTree(*self._boxes)
         self._cells = None
+        self._kd = None
 
     def _in_band(self, points):
         """(P,) bool, False where no triangle can be within the band of a point.
@@ -212,6 +213,57 @@ class Collider:
         at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
         return inside & (keys[at] == key) if len(keys) else np.zeros(len(points), bool)
 
+    #: Nearest triangle centres taken per point by the k-d tree search.
+    KD_NEIGHBOURS = 8
+
+    def _kd_nearest(self, points):
+        """``_nearest`` for many points at once without a radius: the closest triangle, exact,
+        or inf where there is none within the band; and (P,) bool, the points it could not
+        settle (their candidates may miss a closer triangle).
+
+        A triangle's distance from a point is at least the distance to its centre minus its
+        radius R (centre to farthest corner). The ``KD_NEIGHBOURS`` nearest centres (a
+        compiled k-d tree) give a best distance d; any triangle closer than d has its centre
+        within d + R_max, so when the farthest of those neighbours lies beyond that, no
+        triangle was missed. On meshes of similar triangles (terrain) nearly every point is
+        settled in one query; the others go through the box-tree search."""
+        from scipy.spatial import cKDTree
+        if self._kd is None:
+            tri = self.triangles[self.tri_ids]
+            corners = self.vertices[tri]
+            centre = corners.mean(axis=1)
+            radius = np.linalg.norm(corners - centre[:, None], axis=-1).max(axis=1)
+            self._kd = (cKDTree(centre), float(radius.max()) if len(radius) else 0.0)
+        tree, R = self._kd
+        P = len(points)
+        k = min(self.KD_NEIGHBOURS, len(self.tri_ids))
+        best, tri_out = np.full(P, np.inf), np.full(P, -1)
+        bary_out, foot_out = np.zeros((P, 3)), np.zeros((P, 3))
+        if k == 0 or P == 0:
+            return best, tri_out, bary_out, foot_out, np.zeros(P, bool)
+        cd, ci = tree.query(points, k=k, distance_upper_bound=self.band + R)
+        cd, ci = cd.reshape(P, k), ci.reshape(P, k)
+        real = ci < len(self.tri_ids)
+        pt = np.repeat(np.arange(P), k)[real.ravel()]
+        tri_id = self.tri_ids[ci[real]]
+        tri = self.triangles[tri_id]
+        a, b, c = (self.vertices[tri[:, j]] for j in range(3))
+        bary = closest_point_on_triangles(points[pt], a, b, c)
+        foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
+        dist = np.linalg.norm(points[pt] - foot, axis=-1)
+        if pt.size:
+            order = np.lexsort((tri_id, np.round(dist, 12), pt))   # ties (to 1e-12): the lowest triangle id
+            first = order[np.r_[True, pt[order][1:] != pt[order][:-1]]]
+            who = pt[first]
+            best[who], tri_out[who], bary_out[who], foot_out[who] = dist[first], tri_id[first], bary[first], foot[first]
+        # Settled: every centre that could hold a closer triangle was among the neighbours (the
+        # farthest neighbour is beyond best + R, or there were fewer centres within reach).
+        reach = np.minimum(best, self.band) + R
+        settled = ((cd[:, -1] > reach) | ~real[:, -1]) & (best <= self.band)
+        # Beyond the band (or nothing found) is the box-tree search's call: it keeps a triangle
+        # whose box, not the triangle itself, is within the band.
+        return best, tri_out, bary_out, foot_out, ~settled
+
     def signed_distance(self, points, near=None, far=None):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf
         (``near``, ``far``: see ``closest``)."""
@@ -235,7 +287,7 @@ class Collider:
         bary = closest_point_on_triangles(points[pt], a, b, c)
         foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
         dist = np.linalg.norm(points[pt] - foot, axis=-1)
-        order = np.lexsort((dist, pt))
+        order = np.lexsort((tri_id, np.round(dist, 12), pt))   # ties (to 1e-12): the lowest triangle id
         first = order[np.r_[True, pt[order][1:] != pt[order][:-1]]]
         who = pt[first]
         best[who], tri_out[who], bary_out[who], foot_out[who] = dist[first], tri_id[first], bary[first], foot[first]
@@ -274,6 +326,16 @@ class Collider:
             near = np.asarray(near, dtype=float)
             radius = np.maximum(radius, np.minimum(near, self.band))
             todo = np.flatnonzero(near < self.band)
+        if todo.size > self.FEW:
+            # Many points: the k-d tree settles most of them in one compiled query; the box-tree
+            # rounds below take the rest, from their best distance so far.
+            d2, t2, b2, f2, unsure = self._kd_nearest(points[todo])
+            sure = todo[~unsure]
+            dist[sure], tri_out[sure], bary_out[sure], foot[sure] = d2[~unsure], t2[~unsure], b2[~unsure], f2[~unsure]
+            todo = todo[unsure]
+            # The others search from their best distance so far (a hair wider: a box exactly that
+            # far, a triangle tied with the best, must not be lost to rounding), or the band.
+            radius[todo] = np.minimum(d2[unsure] * (1.0 + 1e-9), self.band)
         first = True
         while todo.size:
             if not first:

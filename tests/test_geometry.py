@@ -315,3 +315,25 @@ def test_band_filter_never_drops_a_point_with_a_triangle_box_in_the_band():
     few = [collider.closest(pts[i:i + Collider.FEW]) for i in range(0, len(pts), Collider.FEW)]
     np.testing.assert_array_equal(sd, np.concatenate([f[0] for f in few]))
     np.testing.assert_array_equal(tri, np.concatenate([f[2] for f in few]))
+
+
+def test_segments_through_a_thin_slab_are_found_and_dips_are_not():
+    from blender_reldesc.core.geometry.triangles import segments_hit_triangles
+    # One triangle, segments through it, beside it, stopping short, and lying in its plane.
+    a, b, c = np.array([0.0, 0, 0]), np.array([1.0, 0, 0]), np.array([0.0, 1, 0])
+    p = np.array([[0.2, 0.2, 1.0], [0.9, 0.9, 1.0], [0.2, 0.2, 1.0], [0.0, 0.1, 0.0], [0.2, 0.2, 0.0]])
+    q = np.array([[0.2, 0.2, -1.0], [0.9, 0.9, -1.0], [0.2, 0.2, 0.1], [1.0, 0.1, 0.0], [0.2, 0.2, -0.5]])
+    n = len(p)
+    hit = segments_hit_triangles(p, q, np.tile(a, (n, 1)), np.tile(b, (n, 1)), np.tile(c, (n, 1)))
+    assert hit.tolist() == [True, False, False, False, True]
+    # A 4 cm slab (a closed box): segments through it are found; one ending inside it is, as a
+    # crossing of its top face, and the caller tells them apart by the ends' signed distances.
+    verts, tris = S.box((0.0, 0.0, 0.5), (2.0, 2.0, 0.04), subdivisions=6)
+    mesh = TriMesh(verts, tris)
+    col = Collider(mesh.vertices, mesh.normals(), mesh.triangles, mesh.valid, 0.2)
+    rng = np.random.default_rng(2)
+    xy = rng.uniform(-0.9, 0.9, (200, 2))
+    through = col.crossing(np.c_[xy, np.full(200, 0.7)], np.c_[xy, np.full(200, 0.3)])
+    above = col.crossing(np.c_[xy, np.full(200, 0.9)], np.c_[xy, np.full(200, 0.55)])
+    outside = col.crossing(np.c_[xy + 3.0, np.full(200, 0.7)], np.c_[xy + 3.0, np.full(200, 0.3)])
+    assert through.all() and not above.any() and not outside.any()

@@ -122,3 +122,11 @@ def test_voxel_distances_agree_with_the_exact_query():
     finite = np.isfinite(exact) & np.isfinite(got)
     assert np.array_equal(got, again)
     assert np.abs(got[finite] - exact[finite]).max() <= size * np.sqrt(3) / 2 + 1e-9
+
+
+def test_legs_through_a_thin_slab_at_knee_height_are_a_collision(ceiling):
+    """A 10 cm slab brought down to knee height: no point along a leg is 0.02 body heights
+    inside it on every frame, but the shins pass through it; the contacts say so."""
+    skel, motion, binding, lowered, slab = ceiling
+    _, outcomes = adapt_with_contacts(binding, lowered(0.45), replan_root=False)
+    assert {o.reason for o in outcomes if o.status == "unresolved"} == {"collision"}

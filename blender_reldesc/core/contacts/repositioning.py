@@ -521,14 +521,26 @@ def _judged_bones(binding, phase):
 
 
 def _bones_inside(skeleton, positions, mesh, frames, get, margin):
-    """(n,K) whether each point along the bones (``bone_samples``) of ``positions`` at
-    ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``)."""
+    """(n,K+B) whether each point along the bones (``bone_samples``) of ``positions`` at
+    ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``), then per bone
+    whether it passes through a surface (a slab thinner than the samples' spacing: a leg
+    went through a 10 cm slab at knee height with no sample 2 cm inside it)."""
     pts = bone_samples(skeleton, positions[frames])                            # (n,K,3)
+    child = np.flatnonzero(skeleton.parents >= 0)
+    parent = skeleton.parents[child]
+    P = positions[frames]                                                      # (n,J,3)
     if mesh.animated:
         sd = np.stack([get(int(f)).closest(pts[i])[0] for i, f in enumerate(frames.tolist())])
+        at = np.stack([get(int(f)).closest(P[i])[0] for i, f in enumerate(frames.tolist())])
+        cross = np.stack([get(int(f)).crossing(P[i, parent], P[i, child]) for i, f in enumerate(frames.tolist())])
     else:
         sd = get(0).closest(pts.reshape(-1, 3))[0].reshape(pts.shape[:2])
-    return sd < -margin
+        at = get(0).closest(P.reshape(-1, 3))[0].reshape(P.shape[:2])
+        cross = get(0).crossing(P[:, parent].reshape(-1, 3), P[:, child].reshape(-1, 3)).reshape(len(P), -1)
+    # Through, not dipping: both of the bone's joints outside (a toe tip a few mm into a raised
+    # stone is the samples' business, with their margin).
+    cross &= (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
+    return np.concatenate([sd < -margin, cross], axis=1)
 
 
 # --- re-positioning (§5.3) -----------------------------------------------------------

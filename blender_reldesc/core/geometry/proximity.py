@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from .triangles import closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage
+from .triangles import (closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage,
+                        segments_hit_triangles)
 from .spatial import BoxTree, expand_ranges, z_order
 
 
@@ -263,6 +264,22 @@ class Collider:
         # Beyond the band (or nothing found) is the box-tree search's call: it keeps a triangle
         # whose box, not the triangle itself, is within the band.
         return best, tri_out, bary_out, foot_out, ~settled
+
+    def crossing(self, p, q):
+        """(N,) whether each segment p->q (N,3) passes through a triangle of the mesh: a bone
+        through a slab thinner than any collision margin has no sample inside it."""
+        p, q = np.asarray(p, float).reshape(-1, 3), np.asarray(q, float).reshape(-1, 3)
+        out = np.zeros(len(p), bool)
+        if not len(p):
+            return out
+        mid, half = 0.5 * (p + q), 0.5 * np.linalg.norm(q - p, axis=1)
+        seg, box = self.tree.query(mid, half)
+        if seg.size:
+            tri = self.triangles[self.tri_ids[box]]
+            a, b, c = (self.vertices[tri[:, k]] for k in range(3))
+            hit = segments_hit_triangles(p[seg], q[seg], a, b, c)
+            out[seg[hit]] = True
+        return out
 
     def signed_distance(self, points, near=None, far=None):
         """``sd (P,), normal (P,3)``; points with no surface in the band get sd = +inf

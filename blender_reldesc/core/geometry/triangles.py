@@ -121,6 +121,25 @@ def project_to_coverage(points, corners, normals, tolerance):
     return bary, h, inside
 
 
+def segments_hit_triangles(p, q, a, b, c, eps=1e-12):
+    """(N,) whether each segment p->q crosses its triangle (a, b, c), all (N,3): Möller and
+    Trumbore's ray test, vectorised, kept where the hit lies within the segment. A segment
+    lying in the triangle's plane does not count."""
+    d = q - p
+    e1, e2 = b - a, c - a
+    h = np.cross(d, e2)
+    det = np.einsum("nd,nd->n", e1, h)
+    ok = np.abs(det) > eps * np.maximum(np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1)
+                                        * np.linalg.norm(d, axis=1), 1e-300)
+    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
+    s = p - a
+    u = inv * np.einsum("nd,nd->n", s, h)
+    qv = np.cross(s, e1)
+    v = inv * np.einsum("nd,nd->n", d, qv)
+    t = inv * np.einsum("nd,nd->n", e2, qv)
+    return ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0) & (t <= 1.0)
+
+
 def closest_point_on_triangles(p, a, b, c):
     """Barycentric coordinates (P,3) of the closest point to p on each triangle.
 

@@ -677,7 +677,11 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         # source root moved like the neighbouring valid contacts moved.
         roots = _root_estimate(phases, checks, positions, motion, ph)
         root = roots[m - ph.start]
-        near = reach_excess(binding, limb, positions[m], root, goal, lengths[frames]) <= ROOT_SLACK * H
+        # The ball of the limb's length holds its workspace: a cheap first cut (a finely cut
+        # floor gives 200,000 candidate points).
+        ball = float(lengths[frames][:, limb.chain[1:]].sum(axis=1).max()) + ROOT_SLACK * H
+        near = np.linalg.norm(goal - root, axis=1) <= ball
+        near[near] = reach_excess(binding, limb, positions[m], root, goal[near], lengths[frames]) <= ROOT_SLACK * H
         # Not on the surface that failed: a candidate must stay on after the edit.
         pts, nrm, goal, cand_tri, cand_bary = pts[near], nrm[near], goal[near], cand_tri[near], cand_bary[near]
         if not len(pts):

@@ -423,23 +423,26 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     """§7 over every window of invalid phases ``bad`` (indices): ``[((first, last), RootPlan or
     None)]`` and the pins (F,J,3) of §7.3 (NaN where free): the trunk where each plan carries
     it, every contact still held where it is."""
-    from .repositioning import _body_frames, _workspace, candidate_points, contact_point, find_limb, ContactError
+    from .repositioning import (ContactError, _body_frames, _limb_joints, _workspace, candidate_points, contact_point,
+                                find_limb, floor_bones)
     from ..skeleton.joints import limb_effectors
     sk, H = binding.skeleton, binding.body_height
     positions, lengths = result.positions, result.bone_lengths
     F, J, _ = positions.shape
     up = np.asarray(up, float) / np.linalg.norm(up)
     body = _body_frames(binding)
-    limb_joints = set()
+    # The trunk: every joint that is no limb's below its root (limb roots, hips and shoulders,
+    # move with the trunk; twist leaves beside a limb are the limb's).
+    roots = set()
     for e in limb_effectors(sk, binding.motion, H).tolist():
         try:
-            limb_joints |= set(find_limb(sk, sk.names[e]).chain[1:].tolist())
+            roots.add(int(find_limb(sk, sk.names[e]).chain[0]))
         except ContactError:
             pass
-        limb_joints |= {e, *sk.descendants(e)}
+    limb_joints = _limb_joints(binding) - roots
     trunk = np.array([j for j in range(J) if j not in limb_joints], np.int64)
     child = np.flatnonzero(sk.parents >= 0)
-    trunk_bones = np.flatnonzero(np.isin(child, trunk))
+    trunk_bones = np.flatnonzero(np.isin(child, trunk) & ~np.isin(child, list(floor_bones(binding))))
     pins = np.full((F, J, 3), np.nan) if pins is None else pins.copy()
     bad = set(bad)
 
@@ -498,10 +501,11 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
     (a 0.45 m jump in one frame measured under a ceiling at 1.5 m)."""
     from .repositioning import ContactError, find_limb
     from .workspace import LEG_HEIGHT
-    from ..skeleton.joints import limb_effectors, two_bone
+    from ..skeleton.joints import limb_effectors, split_joints, two_bone
     H = binding.body_height
     ground = float(binding.motion[..., 2].min())
     lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
+    split = split_joints(sk, binding.motion)
     from .repositioning import _body_frames
     forward = _body_frames(binding).rotations(moved)[:, 0]
     done = set()
@@ -512,21 +516,32 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
             continue
         if np.median(binding.motion[:, chain[-1], 2]) - ground >= LEG_HEIGHT * H:
             continue
-        L = lengths[chain[1:]]
+        # Real joints only: a bone split along its length (Rigify's thigh.001) is one segment.
+        full = chain.tolist()
+        real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+        seg = [lengths[full[full.index(a) + 1:full.index(b) + 1]].sum() for a, b in zip(real[:-1], real[1:])]
+        L = np.array(seg)
         u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
-        if u + 2 >= len(chain):
+        if u + 2 >= len(real):
             continue
-        hip, knee, ankle = (int(chain[u + k]) for k in range(3))
+        hip, knee, ankle = (int(real[u + k]) for k in range(3))
         if ankle in done:
             continue
         done.add(ankle)
         held = pins[frames, ankle]
         end = np.where(np.isnan(held), positions[frames, ankle], held)
+        l1, l2 = L[u], L[u + 1]
         # The knee's side: where the adapted knee is, pushed forward (knees point forward in the
         # body frame): near straight, the adapted knee alone flipped the side from frame to frame.
-        hint = moved[:, knee] + 0.3 * lengths[knee] * forward
-        k_new, a_new = two_bone(moved[:, hip], hint, end, lengths[knee], lengths[ankle])
+        hint = moved[:, knee] + 0.3 * l1 * forward
+        k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
+        # The joints that split the thigh or the shin, at their share along the new segments.
+        for top, bottom, start, stop in ((hip, knee, moved[:, hip], k_new), (knee, ankle, k_new, a_new)):
+            inner = full[full.index(top) + 1:full.index(bottom)]
+            run = np.cumsum(lengths[inner]) / max(lengths[full[full.index(top) + 1:full.index(bottom) + 1]].sum(), 1e-300)
+            for j, t in zip(inner, run):
+                pins[frames, j] = start + t * (stop - start)
         below = sk.descendants(ankle)
         shift = a_new - positions[frames, ankle]
         for j in below:

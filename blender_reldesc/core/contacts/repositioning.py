@@ -495,36 +495,62 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up):
     return new_hit, worse
 
 
+def _limb_joints(binding):
+    """Every joint on a limb chain or below an effector, found once."""
+    key = ("limb_bones",)
+    if key not in binding._joint_models:
+        sk = binding.skeleton
+        limbs = set()
+        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
+            try:
+                chain = find_limb(sk, sk.names[e]).chain.tolist()
+            except ContactError:                      # a one-bone limb: its subtree only
+                chain = []
+            limbs |= set(chain)
+            # Leaves beside the chain (twist bones: Unreal's ``calf_twist_01_l``) are the limb's.
+            limbs |= {int(k) for j in chain[1:-1] for k in sk.children(j) if len(sk.children(k)) == 0}
+            limbs |= set(_subtree(sk, e).tolist())
+        binding._joint_models[key] = limbs
+    return binding._joint_models[key]
+
+
 def _judged_bones(binding, phase):
     """(b,) indices (``bone_samples`` order) of the bones a phase's collision test covers: its
     own limb (the chain and what hangs below the effector) and the trunk. Another limb's bones
     are its own contacts' business: a swinging foot clipping a stone does not make the other
     foot's contact invalid."""
     sk = binding.skeleton
-    key = ("limb_bones",)
-    if key not in binding._joint_models:
-        limbs = set()
-        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
-            try:
-                limbs |= set(find_limb(sk, sk.names[e]).chain.tolist())
-            except ContactError:                      # a one-bone limb: its subtree only
-                pass
-            limbs |= set(_subtree(sk, e).tolist())
-        binding._joint_models[key] = limbs
-    limbs = binding._joint_models[key]
+    limbs = _limb_joints(binding)
     if phase.limb is None:                            # a seat: the trunk only
         mine = set()
     else:
         mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
     child = np.flatnonzero(sk.parents >= 0)
-    return np.flatnonzero([(c in mine) or (c not in limbs) for c in child.tolist()])
+    floor = floor_bones(binding)
+    return np.flatnonzero([((c in mine) or (c not in limbs)) and c not in floor for c in child.tolist()])
+
+
+def floor_bones(binding):
+    """Child joints of the trunk bones that start well below the hips (Unreal's ``root`` on the
+    floor under the pelvis): no body segment (as in ``balance``), never a collision, and left
+    out of the root planner's trunk (lowered with the hips, that bone goes through the floor)."""
+    key = ("floor_bones",)
+    if key not in binding._joint_models:
+        sk, motion = binding.skeleton, binding.motion
+        height = np.median(motion[..., 2], axis=0)
+        low = height < height[_body_frames(binding).pelvis] - 0.25 * binding.body_height
+        limbs = _limb_joints(binding)
+        binding._joint_models[key] = {int(c) for c in np.flatnonzero(sk.parents >= 0)
+                                      if low[sk.parents[c]] and c not in limbs}
+    return binding._joint_models[key]
 
 
 def _bones_inside(skeleton, positions, mesh, frames, get, margin):
     """(n,K+B) whether each point along the bones (``bone_samples``) of ``positions`` at
     ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``), then per bone
-    whether it passes through a surface (a slab thinner than the samples' spacing: a leg
-    went through a 10 cm slab at knee height with no sample 2 cm inside it)."""
+    whether it passes through a surface or has a joint more than ``margin`` inside (a slab
+    thinner than the samples' spacing: a leg went through a 10 cm slab at knee height with no
+    sample 2 cm inside it)."""
     pts = bone_samples(skeleton, positions[frames])                            # (n,K,3)
     child = np.flatnonzero(skeleton.parents >= 0)
     parent = skeleton.parents[child]
@@ -538,8 +564,10 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin):
         at = get(0).closest(P.reshape(-1, 3))[0].reshape(P.shape[:2])
         cross = get(0).crossing(P[:, parent].reshape(-1, 3), P[:, child].reshape(-1, 3)).reshape(len(P), -1)
     # Through, not dipping: both of the bone's joints outside (a toe tip a few mm into a raised
-    # stone is the samples' business, with their margin).
+    # stone is the samples' business, with their margin); or a joint itself deeper than the
+    # margin (a head inside a slab, its bones' samples each within 3 cm of a face).
     cross &= (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
+    cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
     return np.concatenate([sd < -margin, cross], axis=1)
 
 
@@ -853,6 +881,14 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         round_checks = [checks[i] if i in again else (True, None) for i in range(len(phases))]
         planned, new_pins = plan_repositioning(binding, result.positions, mesh, phases, round_checks,
                                                result.bone_lengths, set(locked), ignored, friction, up)
+        # A limb re-placed now drops the plan's IK pins on its chain where its new pins act
+        # (a knee held for the old foot place tore the shin 0.36 m).
+        for i in again:
+            limb = phases[i].limb
+            if limb is None:
+                continue
+            acting = ~np.isnan(new_pins[:, limb.effector, 0])
+            pins[np.ix_(acting, limb.chain[1:])] = np.nan
         pins = np.where(np.isnan(new_pins), pins, new_pins)
         result = adapt(binding, mesh, pins=pins, **options)
         checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
@@ -877,7 +913,8 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     def step(p):
         return float(np.linalg.norm(np.diff(p, axis=0), axis=-1).max()) if len(p) > 1 else 0.0
 
-    limit = max(step(before[0].positions), JUMP_RATIO * step(binding.motion))
+    # (At least 0.02 body heights a frame: a still source has no step to compare with.)
+    limit = max(step(before[0].positions), JUMP_RATIO * step(binding.motion), 0.02 * binding.body_height)
     if unresolved(outcomes) >= unresolved(before[1]) or step(result.positions) > limit + 1e-12:
         return before
     return result, outcomes

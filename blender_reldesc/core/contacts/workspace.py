@@ -33,6 +33,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from ..geometry import normalize
+from ..skeleton.joints import split_joints
 
 #: Anatomical ranges in degrees (Kapandji; the usual clinical tables, rounded out):
 #: ball-joint flexion (forward +) and abduction (outward +), the hinge plane's twist either
@@ -196,7 +197,13 @@ def limb_workspace(skeleton, motion, body_height, frames, chain, lengths=None, s
     source direction within ``PRE_CONE``, bones after them point anywhere."""
     chain = np.asarray(chain, np.int64)
     src_len = np.median(skeleton.bone_lengths(motion), axis=0)
-    L = (src_len if lengths is None else np.asarray(lengths, float))[chain[1:]]
+    full = (src_len if lengths is None else np.asarray(lengths, float))
+    # A bone split along its length (Rigify's thigh and thigh.001) is one segment.
+    split = split_joints(skeleton, motion)
+    keep = [0] + [i for i in range(1, len(chain) - 1) if not split[chain[i]]] + [len(chain) - 1]
+    L = np.array([full[chain[a + 1:b + 1]].sum() for a, b in zip(keep[:-1], keep[1:])])
+    src_total = float(src_len[chain[1:]].sum())
+    chain = chain[keep]
     if not np.all(np.isfinite(L)) or L.max() <= 0:
         raise ValueError("a limb with no length has no workspace")
     u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
@@ -243,7 +250,7 @@ def limb_workspace(skeleton, motion, body_height, frames, chain, lengths=None, s
         pts = pts + L[u + 2:].sum() * normalize(rng.normal(size=(n, 3)))
     # What the source itself does is reachable (a dancer's leg above the table's range).
     pts = np.concatenate([pts, np.einsum("fij,fj->fi", R, motion[:, chain[-1]] - motion[:, chain[0]])
-                          * (L.sum() / max(float(src_len[chain[1:]].sum()), 1e-12))])
+                          * (L.sum() / max(src_total, 1e-12))])
     # Facets merged within 0.5 % of the body height (Qhull's centrum test): some 400 facets
     # instead of 3000, every sample still inside; each test of a point is a product with them.
     hull = ConvexHull(pts, qhull_options=f"C{HULL_MERGE * body_height:.6g}")

@@ -352,14 +352,15 @@ class Collider:
             todo = todo[unsure]
             # The others search from their best distance so far (a hair wider: a box exactly that
             # far, a triangle tied with the best, must not be lost to rounding), or the band.
-            radius[todo] = np.minimum(d2[unsure] * (1.0 + 1e-9), self.band)
+            radius[todo] = np.clip(d2[unsure] * (1.0 + 1e-9) + 1e-9 * self.band, start, self.band)
         first = True
         while todo.size:
             if not first:
                 # Found something beyond the radius: everything nearer is within its distance.
                 # Found nothing: look farther. Never beyond the band.
                 found = np.isfinite(dist[todo])
-                radius[todo] = np.minimum(np.where(found, dist[todo], self.SEARCH_GROWTH * radius[todo]), self.band)
+                radius[todo] = np.minimum(np.maximum(np.where(found, dist[todo] * (1.0 + 1e-9),
+                                                              self.SEARCH_GROWTH * radius[todo]), start), self.band)
             d2, t2, b2, f2 = self._nearest(points[todo], radius[todo])
             dist[todo], tri_out[todo], bary_out[todo], foot[todo] = d2, t2, b2, f2
             todo = todo[(d2 > radius[todo]) & (radius[todo] < self.band)]

@@ -113,6 +113,24 @@ def two_bone(top, middle, end, l1, l2):
     return top + along[:, None] * axis + height[:, None] * side, top + d[:, None] * axis
 
 
+def split_joints(skeleton, motion, degrees=1.0):
+    """(J,) bool: joints that only split a bone along its length (one child, bent less than
+    ``degrees`` on every frame: Rigify's DEF-thigh.L.001). A limb's real joints are the others."""
+    parents = skeleton.parents
+    out = np.zeros(len(skeleton), bool)
+    for k in range(len(skeleton)):
+        kids = skeleton.children(k)
+        a = int(parents[k])
+        if a < 0 or len(kids) != 1:
+            continue
+        u, v = motion[:, k] - motion[:, a], motion[:, int(kids[0])] - motion[:, k]
+        nu, nv = np.linalg.norm(u, axis=1), np.linalg.norm(v, axis=1)
+        if np.any(nu < 1e-12) or np.any(nv < 1e-12):
+            continue
+        out[k] = bool(np.all(np.einsum("fi,fi->f", u, v) / (nu * nv) > np.cos(np.radians(degrees))))
+    return out
+
+
 def bend_angles(a, k, c):
     """(...) angle between the bones a->k and k->c (0 = straight), radians."""
     u, v = _unit(k - a), _unit(c - k)

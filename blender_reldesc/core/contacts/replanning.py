@@ -37,6 +37,7 @@ import numpy as np
 
 from ..geometry.proximity import Collider
 from .balance import bone_samples
+from .workspace import _rot
 
 #: Largest turn (radians) of the body about the vertical.
 YAW_MAX = np.radians(30.0)
@@ -80,12 +81,7 @@ class RootPlan:
 
 def _yaw_rot(psi, up):
     """(n,3,3) rotations by ``psi`` (n,) about the unit axis ``up``."""
-    x, y, z = up
-    c, s = np.cos(psi), np.sin(psi)
-    t = 1.0 - c
-    return np.stack([np.stack([c + x * x * t, x * y * t - z * s, x * z * t + y * s], -1),
-                     np.stack([y * x * t + z * s, c + y * y * t, y * z * t - x * s], -1),
-                     np.stack([z * x * t - y * s, z * y * t + x * s, c + z * z * t], -1)], -2)
+    return _rot(np.asarray(up, float), np.asarray(psi, float))
 
 
 class _VoxelDistance:

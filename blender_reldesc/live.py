@@ -60,8 +60,7 @@ def _contacts_preview(scene, arm, bound, options):
     keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
     locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
     ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
-    preview = ContactsPreview(bound.binding, dict(settings, locked=locked, ignored=ignored), **options)
-    return preview
+    return ContactsPreview(bound.binding, dict(settings, locked=locked, ignored=ignored), phases=phases, **options)
 
 
 def _refresh_influence(scene, entry):

@@ -23,11 +23,12 @@ class ContactsPreview:
 
     contact_options : ``adapt_with_contacts`` settings (effectors, distance, speed, fps,
         locked, ignored, ...); options : ``adapt`` settings (bone_lengths, affinity_override,
-        hinges, ...). After ``pose``, ``outcomes`` holds the contacts' statuses and ``seconds``
+        hinges, ...); phases : the ``detect_contacts`` result for these settings when the caller
+        has it (detected here otherwise). After ``pose``, ``outcomes`` holds the contacts' statuses and ``seconds``
         how long the last whole-clip solve took.
     """
 
-    def __init__(self, binding, contact_options=None, **options):
+    def __init__(self, binding, contact_options=None, phases=None, **options):
         if binding.mesh.animated:
             raise RelDescError("contact re-positioning in the live preview needs a static environment: "
                                "bake to see contacts on an animated one")
@@ -36,7 +37,7 @@ class ContactsPreview:
         self.options = dict(options)
         detect = {k: self.contact_options[k] for k in ("effectors", "distance", "speed", "fps")
                   if k in self.contact_options}
-        self.phases = detect_contacts(binding, **detect)
+        self.phases = detect_contacts(binding, **detect) if phases is None else phases
         self._vertices = None
         self.positions = None
         self.outcomes = []

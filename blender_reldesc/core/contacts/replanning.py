@@ -442,8 +442,13 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     pins = np.full((F, J, 3), np.nan) if pins is None else pins.copy()
     bad = set(bad)
 
+    memo = {}
+
     def keep_rep(a, b):
-        """The contacts held (limb, frames, points) and to re-position (limb, frames, samples) in a..b."""
+        """The contacts held (limb, frames, points) and to re-position (limb, frames, samples) in a..b
+        (once per window: the pins ask again)."""
+        if (a, b) in memo:
+            return memo[(a, b)]
         keep, rep = [], []
         for i, ph in enumerate(phases):
             lo, hi = max(a, ph.start), min(b, ph.end)
@@ -458,6 +463,7 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
                 rep.append((ph.limb, fr, np.vstack([p + n * ph.clearance, goal[near]])))
             elif outcomes[i].status in ("valid", "repositioned"):
                 keep.append((ph.limb, fr, positions[fr, ph.effector]))
+        memo[(a, b)] = keep, rep
         return keep, rep
 
     def plan(w, a, b, seconds):

@@ -51,18 +51,24 @@ def main(argv=None):
     deformed = mesh.with_vertices(moved)
     t_detect, phases = timed(lambda: detect_contacts(binding), args.repeat)
     t_plain, _ = timed(lambda: adapt(binding, deformed), args.repeat)
-    t_full, (result, outcomes) = timed(lambda: adapt_with_contacts(binding, deformed), args.repeat)
-    rows, counts = contact_report(outcomes)
-    n_moved = max(counts["repositioned"], 1)
     step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print()
-    print("| frames | stones | triangles | phases | detect s | adapt s (baseline) | adapt + contacts s | extra per repositioned phase s "
-          "| valid / repositioned / unresolved | largest step source / result (m) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.frames} | {len(stones)} | {len(tris)} | {len(phases)} | {t_detect:.3f} | {t_plain:.3f} | {t_full:.3f} | "
-          f"{(t_full - t_plain) / n_moved:.3f} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | "
-          f"{step(motion):.3f} / {step(result.positions):.3f} |")
+    print("| carried by | frames | stones | triangles | phases | detect s | adapt s (baseline) | adapt + contacts s "
+          "| extra per repositioned phase s | valid / repositioned / unresolved | re-embedded / pinned "
+          "| largest step source / result (m) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for reembed in (False, True):
+        t_full, (result, outcomes) = timed(lambda: adapt_with_contacts(binding, deformed, reembed=reembed),
+                                           args.repeat)
+        rows, counts = contact_report(outcomes)
+        n_moved = max(counts["repositioned"], 1)
+        carried = [o.continuity for o in outcomes if o.continuity]
+        print(f"| {'re-embedding' if reembed else 'pins only'} | {args.frames} | {len(stones)} | {len(tris)} "
+              f"| {len(phases)} | {t_detect:.3f} | {t_plain:.3f} | {t_full:.3f} | {(t_full - t_plain) / n_moved:.3f} "
+              f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
+              f"| {carried.count('re-embedded')} / {carried.count('pins')} "
+              f"| {step(motion):.3f} / {step(result.positions):.3f} |")
 
     live(args.repeat)
     ceiling(args.repeat)
@@ -79,24 +85,25 @@ def live(repeat, frames=300):
     binding = bind(skel, motion, mesh)
     adapt(binding, mesh)
     a, b, _ = stones[len(stones) // 2]
-    preview, plain = ContactsPreview(binding), LiveSession(binding)
-    times, base, counts = [], [], None
-    for k in range(max(repeat, 3)):
-        moved = verts.copy()
-        moved[a:b] += [0.0, 0.9 + 0.05 * k, 0.0]                 # a new edit each time
-        t0 = time.perf_counter()
-        preview.pose(frames // 2, moved)
-        times.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        plain.pose(frames // 2, moved)
-        base.append(time.perf_counter() - t0)
-        counts = [sum(o.status == s for o in preview.outcomes) for s in ("valid", "repositioned", "unresolved")]
     print()
-    print("| live preview, per edit | frames | with contacts s (median) | per-frame preview, first frame after the edit s | "
-          "valid / repositioned / unresolved |")
-    print("|---|---|---|---|---|")
-    print(f"| stone moved ~1 m | {frames} | {np.median(times):.3f} | {np.median(base):.4f} | "
-          f"{counts[0]} / {counts[1]} / {counts[2]} |")
+    print("| live preview, per edit | carried by | frames | with contacts s (median) "
+          "| per-frame preview, first frame after the edit s | valid / repositioned / unresolved |")
+    print("|---|---|---|---|---|---|")
+    for reembed in (False, True):
+        preview, plain = ContactsPreview(binding, {"reembed": reembed}), LiveSession(binding)
+        times, base, counts = [], [], None
+        for k in range(max(repeat, 3)):
+            moved = verts.copy()
+            moved[a:b] += [0.0, 0.9 + 0.05 * k, 0.0]                 # a new edit each time
+            t0 = time.perf_counter()
+            preview.pose(frames // 2, moved)
+            times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            plain.pose(frames // 2, moved)
+            base.append(time.perf_counter() - t0)
+            counts = [sum(o.status == s for o in preview.outcomes) for s in ("valid", "repositioned", "unresolved")]
+        print(f"| stone moved ~1 m | {'re-embedding' if reembed else 'pins only'} | {frames} "
+              f"| {np.median(times):.3f} | {np.median(base):.4f} | {counts[0]} / {counts[1]} / {counts[2]} |")
 
 
 def ceiling(repeat, frames=120):

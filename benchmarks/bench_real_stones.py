@@ -68,21 +68,25 @@ def main(argv=None):
     t0 = time.perf_counter()
     plain = adapt(binding, deformed)
     t_plain = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases)
-    t_full = time.perf_counter() - t0
-    _, counts = contact_report(outcomes)
     step = lambda m: float(np.linalg.norm(np.diff(m, axis=0), axis=-1).max())  # noqa: E731
-    off = sum(not landed(result.positions, deformed, o.phase, 0.015 * binding.body_height)
-              for o in outcomes if o.status == "repositioned")
     print(f"frames {args.start}..{args.start + len(motion) - 1} of {REAL.name}, {len(steps)} stones, "
           f"{len(phases)} phases")
     print()
-    print("| plain adapt s | adapt + contacts s | valid / repositioned / unresolved | repositioned off a surface "
-          "| largest step: plain / source | result / source |")
-    print("|---|---|---|---|---|---|")
-    print(f"| {t_plain:.2f} | {t_full:.2f} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
-          f"| {off} | {step(plain.positions) / step(motion):.2f} | {step(result.positions) / step(motion):.2f} |")
+    print("| carried by | plain adapt s | adapt + contacts s | valid / repositioned / unresolved "
+          "| re-embedded / pinned | repositioned off a surface | largest step: plain / source | result / source |")
+    print("|---|---|---|---|---|---|---|---|")
+    for reembed in (False, True):
+        t0 = time.perf_counter()
+        result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, reembed=reembed)
+        t_full = time.perf_counter() - t0
+        _, counts = contact_report(outcomes)
+        off = sum(not landed(result.positions, deformed, o.phase, 0.015 * binding.body_height)
+                  for o in outcomes if o.status == "repositioned")
+        carried = [o.continuity for o in outcomes if o.status == "repositioned" and o.continuity]
+        print(f"| {'re-embedding' if reembed else 'pins only'} | {t_plain:.2f} | {t_full:.2f} "
+              f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
+              f"| {carried.count('re-embedded')} / {carried.count('pins')} | {off} "
+              f"| {step(plain.positions) / step(motion):.2f} | {step(result.positions) / step(motion):.2f} |")
 
 
 if __name__ == "__main__":

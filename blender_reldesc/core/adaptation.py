@@ -293,6 +293,7 @@ class Rig:
         b = self.binding
         frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
         targets, affinity = b.targets(mesh, frames, self.influence, replace)
+        kept = []                                       # (frame rows, joints, targets) held as they are
         for e in self.embeddings:                       # moved contacts, eased in and out
             inside = np.isin(frames, e.frames)
             if inside.any():
@@ -304,6 +305,9 @@ class Rig:
                     keep[e.joints] = False
                     new[:, keep] = targets[inside][:, keep]
                 targets[inside] += blend * (new - targets[inside])
+                for held_frames, joints in e.held or ():
+                    rows = np.flatnonzero(np.isin(frames, held_frames))
+                    kept.append((rows, np.asarray(joints, np.int64), targets[np.ix_(rows, joints)].copy()))
         missing = np.isnan(targets[..., 0])
         if missing.any():
             self._follow_rigidly(targets, missing, b.motion[frames])
@@ -321,6 +325,10 @@ class Rig:
         affinity[:, has] = self.override[has]
         if guard and self.jump_guard and len(frames) > 2 and np.all(np.diff(frames) == 1):
             targets = smooth_jumps(b.motion[frames], targets, self.source_step)
+        # A contact held by its re-embedded descriptors stays where they put it: the ducking
+        # stage and the jump guard lifted a planted foot 3 cm at its phase's ends.
+        for rows, joints, values in kept:
+            targets[np.ix_(rows, joints)] = values
         return targets, affinity
 
     def _morphology_shift(self, motion, targets, affinity):
@@ -370,6 +378,33 @@ class Rig:
             else:
                 targets[r, j] = targets[r, parent] + np.einsum("fij,fj->fi", rot[miss],
                                                                motion[r, j] - motion[r, parent])
+
+    def hold_embeddings(self, targets):
+        """Pin the joints that re-embedded contacts hold (``Reembedded.held``) on their targets
+        (F,J,3) there; the caller's own pins win where both pin a joint."""
+        holds = [h for e in self.embeddings if e.held is not None for h in e.held]
+        if not holds:
+            return
+        F, J, _ = targets.shape
+        pins = np.full((F, J, 3), np.nan) if self.pins is None else self.pins.copy()
+        mine = np.zeros((F, J), bool)
+        for frames, joints in holds:
+            at = np.ix_(np.asarray(frames, np.int64), np.asarray(joints, np.int64))
+            mine[at] |= np.isnan(pins[at][..., 0])
+        pins[mine] = targets[mine]
+        # A held joint below another held joint (toes under a held foot) keeps its bone's length:
+        # its target's direction from the parent, at the bone's length (targets are not exact).
+        sk = self.binding.skeleton
+        for j in sk.order.tolist():
+            parent = sk.parents[j]
+            if parent < 0:
+                continue
+            both = mine[:, j] & ~np.isnan(pins[:, parent, 0])
+            if both.any():
+                d = pins[both, j] - pins[both, parent]
+                n = np.linalg.norm(d, axis=1, keepdims=True)
+                pins[both, j] = pins[both, parent] + d * (self.lengths[both, j][:, None] / np.maximum(n, 1e-12))
+        self.pins = pins
 
     def warper(self, collide=None, frames=None):
         """The warping solver of this rig; with ``frames`` (n,), one that solves those frames only
@@ -859,7 +894,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found
         from the motion (AUTO); ON forces a joint to be a hinge, OFF never.
     embeddings : ``descriptors.Reembedded`` of moved contacts: over their frames, the targets
-        blend to those of the re-embedded descriptors (``contacts.adapt_with_contacts``).
+        blend to those of the re-embedded descriptors, and the joints they hold
+        (``Reembedded.held``) are pinned on those targets (``contacts.continuity``).
     solver : "descriptors" (the relationship descriptors and the warping solver, default) or
         "interaction_mesh" (Ho, Komura and Tai 2010: ``solvers.interaction_mesh``, on the same
         binding; ``solver_options`` then holds its settings: morph_steps, settle_steps,
@@ -881,6 +917,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     check_topology(binding, deformed_mesh)
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
+    rig.hold_embeddings(targets)
     frames = np.arange(binding.frame_count)
     collide = None
     if collisions:

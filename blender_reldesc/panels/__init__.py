@@ -202,6 +202,8 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
                 text += f": {r['status']} ({r['reason']})"
             if r.get("new_position") is not None:
                 text += " -> ({:.2f}, {:.2f}, {:.2f})".format(*r["new_position"])
+            if r.get("continuity") == "pins":
+                text += " [pinned]"             # re-embedding did not hold: the fallback
             line.operator("reldesc.jump_to_frame", text=text, icon=icon).frame = r["start"]
             op = line.operator("reldesc.contact_flag", text="", icon='LOCKED' if r.get("lock") else 'UNLOCKED',
                                depress=bool(r.get("lock")))

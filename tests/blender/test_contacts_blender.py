@@ -48,6 +48,7 @@ def test_moving_a_stone_far_away_repositions_the_foot():
     assert scene.reldesc.reposition_contacts
     moved = {(r["effector"], r["start"]): r for r in jobs.stored_contacts(arm)}[(row["effector"], row["start"])]
     assert moved["status"] == "repositioned" and moved["new_position"] is not None
+    assert moved["continuity"] == "re-embedded"              # carried by its descriptors, not pinned
     assert moved["new_surface"] in {ob.name for ob in env.all_objects} and moved["new_surface"] != stone.name
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     # The baked foot rests on a surface that exists during the phase.
@@ -93,8 +94,9 @@ def test_command_line_bake_reports_contacts(tmp_path):
     data = json.loads(report.read_text())
     assert data["contact_counts"]["repositioned"] >= 1
     row = next(c for c in data["contacts"] if c["status"] == "repositioned")
-    assert set(row) >= {"effector", "start", "end", "status", "reason", "position", "new_position"}
+    assert set(row) >= {"effector", "start", "end", "status", "reason", "position", "new_position", "continuity"}
     assert row["reason"] in ("unsupported", "unreachable", "collision", "balance")
+    assert row["continuity"] in ("re-embedded", "pins")
     assert len(row["new_position"]) == 3
 
 

@@ -27,13 +27,11 @@ environment deformation* (Eurographics 2016). What this module implements:
   balance tests wins; a contact reported repositioned is checked on the final
   motion (``landed``).
 
-Not implemented (the closing note says so too): continuity by re-embedding the
-descriptors (§6). ``descriptors.reembed`` solves Eq. 15-19 and ``adapt`` can
-blend re-embedded descriptors in (``embeddings``), but measured on a stone moved
-away, the body does not follow a re-embedded foot as it follows a pinned one, so
-the new contact is still blended in with positional pins eased in and out over
-enough frames to stay within the source's largest per-frame step. Root
-replanning (§7): phases with no candidate are reported ``unresolved``.
+Continuity (§6): the new contact is first blended in with positional pins eased in and out
+over enough frames to stay within the source's largest per-frame step; that pinned motion
+gives the new contact postures, to which ``continuity`` re-embeds the limb's descriptors and
+adapts again with them in place of the pins (pins stay as the reported fallback, each
+outcome's ``continuity``). Root replanning (§7): ``replanning``.
 """
 
 from __future__ import annotations
@@ -645,6 +643,15 @@ class Outcome:
     new_position: np.ndarray | None
     #: The triangle of the new contact (re-positioned or held), for the report's surface.
     triangle: int | None = None
+    #: How the new contact is carried: "re-embedded" (§6, ``continuity``) or "pins" (positional
+    #: pins, the fallback); None for a phase that was not moved.
+    continuity: str | None = None
+    #: ``(frames (n,), blend (n,), joints (m,))`` the pins of a re-positioned limb held: the
+    #: effector and what hangs below it, eased in and out (``_pin_phase``).
+    pinned: tuple | None = None
+    #: The ``descriptors.Reembedded`` that carries a re-embedded contact: passed to ``adapt``
+    #: again (``embeddings``), it keeps the contact on its new support when that support moves.
+    embedding: object | None = None
 
 
 def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked=(), ignored=(),
@@ -682,15 +689,16 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             continue
         carried = next((shift for joints, s0, e0, shift in moved
                         if ph.effector in joints and s0 <= m <= e0), None)
-        if carried is not None:
-            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, ph.position + carried)
+        if carried is not None:                       # moved with its limb (toes under a foot)
+            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, ph.position + carried,
+                                  continuity="pins")
             continue
         if i in locked:
             p, n = contact_point(mesh, ph, m)
             target = track(mesh, ph.triangle, ph.bary, ph.clearance, np.arange(ph.start, ph.end + 1))
-            _pin_phase(pins, sk, positions, motion, ph, target, phases)
+            span = _pin_phase(pins, sk, positions, motion, ph, target, phases)
             moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, p - ph.position))
-            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle))
+            outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle), "pins", span)
             continue
         # The root may come down or across by ROOT_SLACK body heights to reach a new
         # contact (the solver lowers the hips): candidates within that of the workspace.
@@ -751,10 +759,11 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         if chosen is None:
             outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
             continue
-        _pin_phase(pins, sk, positions, motion, ph, track(mesh, cand_tri[chosen], cand_bary[chosen], ph.clearance,
-                                                          np.arange(ph.start, ph.end + 1)), phases)
+        span = _pin_phase(pins, sk, positions, motion, ph, track(mesh, cand_tri[chosen], cand_bary[chosen],
+                                                                 ph.clearance, np.arange(ph.start, ph.end + 1)), phases)
         moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, pts[chosen] - ph.position))
-        outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen], int(cand_tri[chosen]))
+        outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen], int(cand_tri[chosen]), "pins",
+                              span)
     return outcomes, pins
 
 
@@ -798,7 +807,7 @@ def _ancestors(sk, j):
 
 def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locked=(), ignored=(),
                         distance=None, speed=None, fps=30.0, friction=FRICTION, up=(0.0, 0.0, 1.0), phases=None,
-                        replan_root=True, seed=0, **options):
+                        replan_root=True, seed=0, reembed=True, **options):
     """``adapt`` plus contact checking and, with ``reposition``, contact re-positioning.
 
     phases : the ``detect_contacts`` result for these settings when the caller has it already
@@ -809,10 +818,26 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         replanned motion is kept only when it leaves fewer phases unresolved and adds no jump
         (``JUMP_RATIO``); otherwise the motion before it is returned.
     seed : the root planner's random seed (the same seed gives the same motion).
+    reembed : carry re-positioned limbs by re-embedded descriptors instead of positional pins
+        (§6, ``continuity``); each outcome's ``continuity`` says which one a phase got.
     options : passed to ``adapt`` (bone_lengths, affinity_override, ...).
     Returns ``(AdaptResult, outcomes)``; without ``reposition`` invalid phases
     are reported ``unresolved``.
     """
+    user_pins = options.get("pins")
+    result, outcomes, pins = _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distance, speed,
+                                           fps, friction, up, phases, replan_root, seed, **options)
+    if not (reposition and reembed) or mesh.animated:
+        return result, outcomes
+    from .continuity import carry
+    eps0 = 0.015 * binding.body_height if distance is None else float(distance)
+    return carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options)
+
+
+def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distance, speed, fps, friction, up, phases,
+                  replan_root, seed, **options):
+    """``adapt_with_contacts`` with re-positioned contacts held by positional pins: also returns
+    the pins (F,J,3), NaN where free (None when nothing is pinned)."""
     from ..adaptation import adapt
     if phases is None:
         phases = detect_contacts(binding, effectors, distance, speed, friction=friction, fps=fps)
@@ -822,7 +847,7 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     outcomes = [Outcome(ph, "valid" if ok else "unresolved", why, ph.position, None)
                 for ph, (ok, why) in zip(phases, checks)]
     if not reposition or all(ok for ok, _ in checks):
-        return result, outcomes
+        return result, outcomes, user_pins
     # Causes first: a contact whose surface went away is re-positioned, the motion
     # re-adapted and checked again, and only then are the remaining invalid
     # phases (often knock-on effects that the first round already cured) handled.
@@ -865,15 +890,15 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     outcomes = confirm(outcomes)
     bad = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and i not in set(ignored)]
     if not (replan_root and bad) or mesh.animated:
-        return result, outcomes
+        return result, outcomes, pins
     # §7: the root replanned over the frames of the phases still invalid, then §7.3.
     from .replanning import replan_windows
-    before = (result, list(outcomes))
+    before = (result, list(outcomes), None if pins is None else pins.copy())
     plans, pins = replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up, seed, fps=fps)
     if not any(p is not None for _, p in plans):
         for i in bad:
             outcomes[i] = Outcome(phases[i], "unresolved", "no root path", phases[i].position, None)
-        return result, outcomes
+        return result, outcomes, before[2]
     result = adapt(binding, mesh, pins=pins, **options)
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
     again = [i for i in bad if not checks[i][0]]
@@ -917,7 +942,7 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     limit = max(step(before[0].positions), JUMP_RATIO * step(binding.motion), 0.02 * binding.body_height)
     if unresolved(outcomes) >= unresolved(before[1]) or step(result.positions) > limit + 1e-12:
         return before
-    return result, outcomes
+    return result, outcomes, pins
 
 
 def landed(positions, mesh, phase, eps0):
@@ -945,7 +970,7 @@ def contact_report(outcomes, frame_offset=0, mesh=None):
         ph = o.phase
         now = contact_point(mesh, ph, ph.middle)[0] if mesh is not None else o.position
         rows.append(dict(effector=ph.name, start=int(ph.start + frame_offset), end=int(ph.end + frame_offset),
-                         status=o.status, reason=o.reason, position=[float(x) for x in now],
+                         status=o.status, reason=o.reason, continuity=o.continuity, position=[float(x) for x in now],
                          source_position=[float(x) for x in o.position],
                          new_position=None if o.new_position is None else [float(x) for x in o.new_position]))
     counts = {k: sum(r["status"] == k for r in rows) for k in ("valid", "repositioned", "unresolved")}
@@ -979,6 +1004,10 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     previous contact's shift and the new one; after it, symmetrically up to the
     next contact. The swing thus keeps its source shape instead of the pull of
     the descriptors on the surface that moved away.
+
+    Returns ``(frames (n,), blend (n,), joints)``: the frames pinned, how far each is eased
+    towards the new contact (1 over the phase) and the joints held (the effector and its
+    subtree), for ``continuity`` to replace the pins by re-embedded descriptors.
     """
     F = len(positions)
     eff = ph.effector
@@ -1059,15 +1088,23 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
         room = np.maximum(top - speed[frames], 0.02 * top)
         return np.cumsum(room) / room.sum()
 
+    held_frames, held_w = [], []
     if ph.start - a > 1:
         inner = np.arange(a + 1, ph.start + 1)
         w = shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
             hold(f, wf, shift_a, off_a, shift_in)
+        held_frames += inner[:-1].tolist()
+        held_w += w[:-1].tolist()
     for f in range(ph.start, ph.end + 1):
         hold(f, 1.0, shift)
+    held_frames += list(range(ph.start, ph.end + 1))
+    held_w += [1.0] * (ph.end - ph.start + 1)
     if b - ph.end > 1:
         inner = np.arange(ph.end + 1, b + 1)
         w = 1.0 - shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
             hold(f, wf, shift_b, off_b, shift_out)
+        held_frames += inner[:-1].tolist()
+        held_w += w[:-1].tolist()
+    return np.array(held_frames, np.int64), np.array(held_w), np.r_[eff, below].astype(np.int64)

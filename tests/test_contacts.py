@@ -109,8 +109,8 @@ def test_small_moves_keep_every_contact_valid(stones):
     assert all(o.status == "valid" for o in outcomes)
 
 
-@pytest.mark.parametrize("reembed, continuity, jump", [(True, "re-embedded", 1.2), (False, "pins", 1.02)])
-def test_a_stone_moved_away_is_replaced_by_another_surface(stones, reembed, continuity, jump):
+@pytest.mark.parametrize("reembed, continuity", [(True, "re-embedded"), (False, "pins")])
+def test_a_stone_moved_away_is_replaced_by_another_surface(stones, reembed, continuity):
     # Carried by re-embedded descriptors (§6) or by positional pins (the fallback).
     skel, motion, mesh, stone_list, binding = stones
     v = mesh.vertices.copy()
@@ -137,12 +137,10 @@ def test_a_stone_moved_away_is_replaced_by_another_surface(stones, reembed, cont
         q = o.phase
         shift = np.abs(result.positions[q.start:q.end + 1, q.effector] - plain.positions[q.start:q.end + 1, q.effector])
         assert shift.max() < eps0
-    # No jump: pinned, no frame-to-frame step beyond the source's largest (2 % allowance:
-    # measured +0.6 %, the hips settling after the pinned foot drops 20 cm); re-embedded, the
-    # foot's targets blend from the moved stone's pull to the new embedding over the ease
-    # (measured +5 %), within the product's jump ratio.
+    # No frame-to-frame step beyond the source's largest (2 % allowance: measured +0.6 % pinned,
+    # +0.2 % re-embedded, the hips settling after the foot drops 20 cm).
     step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
-    assert step(result.positions) <= jump * step(motion)
+    assert step(result.positions) <= 1.02 * step(motion)
     assert counts["repositioned"] >= 1 and counts["unresolved"] == 0
     # The final check that reports it: on the surface in the result, not 10 cm above it.
     from blender_reldesc.core.contacts.repositioning import landed

@@ -228,11 +228,15 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
                                              outcomes[i].phase.start))
         trial = adapt(binding, mesh, pins=free if not np.all(np.isnan(free)) else None,
                       embeddings=[conts[i].embedding for i in order], **options)
-        # A moved contact is judged where it went (``landed``); the others must stay valid.
-        checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up)
+        # A moved contact is judged where it went (``landed``); the others near the re-embedded
+        # frames must stay valid (farther away the motion is the pinned one's).
+        changed = np.flatnonzero(np.abs(trial.positions - result.positions).max(axis=(1, 2)) > 1e-3 * H)
+        near = [k for k, ph in enumerate(phases) if outcomes[k].status == "valid"
+                and np.any((changed >= ph.start) & (changed <= ph.end))]
+        checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up, near)
         failed = {i for i, o in enumerate(outcomes) if o.status == "repositioned"
                   and not landed(trial.positions, mesh, o.phase, eps0)}
-        broken = any(o.status == "valid" and not ok for o, (ok, _) in zip(outcomes, checks))
+        broken = not all(ok for ok, _ in checks)
         if not failed and not broken and _step(trial.positions) <= limit + 1e-12:
             out = list(outcomes)
             for i in conts:

@@ -405,23 +405,27 @@ def contact_point(mesh, phase, f):
     return phase.bary @ corners, _face_normal(mesh, f, phase.triangle)
 
 
-def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=(0.0, 0.0, 1.0)):
+def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=(0.0, 0.0, 1.0), judge=None):
     """Status of each phase after adaptation: list of (valid: bool, reason or None).
 
     positions : (F,J,3) adapted joints; mesh : the edited environment;
     lengths : (F,J) bone lengths the adaptation aimed for.
+    judge : optional indices of the phases to judge (the others still count as supports in
+        the balance test); the list then has one entry per judged phase, in that order.
     """
     H = binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
-    new_hit, worse = _frame_checks(binding, positions, mesh, phases, get, margin, up)
-    if not mesh.animated and phases:                  # every phase's effector in one search
-        spans = [np.arange(ph.start, ph.end + 1) for ph in phases]
-        eff = np.concatenate([positions[fr, ph.effector] for ph, fr in zip(phases, spans)])
+    judged = list(range(len(phases))) if judge is None else [int(k) for k in judge]
+    new_hit, worse = _frame_checks(binding, positions, mesh, phases, get, margin, up,
+                                   [phases[k] for k in judged])
+    if not mesh.animated and judged:                  # every phase's effector in one search
+        spans = [np.arange(phases[k].start, phases[k].end + 1) for k in judged]
+        eff = np.concatenate([positions[fr, phases[k].effector] for k, fr in zip(judged, spans)])
         all_sd = np.split(get(0).closest(eff)[0], np.cumsum([len(fr) for fr in spans])[:-1])
     out = []
-    for k, ph in enumerate(phases):
+    for k, ph in enumerate(phases[i] for i in judged):
         limb = ph.limb
         frames = np.arange(ph.start, ph.end + 1)
         eff = positions[frames, ph.effector]
@@ -461,17 +465,21 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     return out
 
 
-def _frame_checks(binding, positions, mesh, phases, get, margin, up):
-    """Over the frames of ``phases``: per frame and bone (F,B) whether the bone (by its child
-    joint, ``bone_samples`` order) is newly inside the environment (more than ``margin`` deep
-    where the source was not), and per frame (F,) how much farther the centre of mass is
-    outside the hull of the active contacts than in the source."""
+def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None):
+    """Over the frames of the ``judged`` phases (default: all ``phases``): per frame and bone
+    (F,B) whether the bone (by its child joint, ``bone_samples`` order) is newly inside the
+    environment (more than ``margin`` deep where the source was not), and per frame (F,) how
+    much farther the centre of mass is outside the hull of the active contacts (all
+    ``phases``) than in the source."""
     sk, F = binding.skeleton, len(positions)
     active = [[] for _ in range(F)]
     for q in phases:
         for f in range(q.start, q.end + 1):
             active[f].append(q.effector)
-    frames = np.array([f for f in range(F) if active[f]], np.int64)
+    wanted = np.zeros(F, bool)
+    for q in phases if judged is None else judged:
+        wanted[q.start:q.end + 1] = True
+    frames = np.array([f for f in range(F) if active[f] and wanted[f]], np.int64)
     B = int(np.sum(sk.parents >= 0))
     new_hit, worse = np.zeros((F, B), bool), np.zeros(F)
     if not frames.size:

@@ -106,6 +106,26 @@ def test_moving_the_new_support_after_re_embedding_carries_the_contact():
     np.testing.assert_allclose(predict(rows, desc, w, rel, pts, rots, len(p)), before @ R.T + t, atol=1e-9)
 
 
+def test_attach_finds_the_closest_surface_as_brute_force_does():
+    # attach searches each point only as far as its nearest triangle centre: the surface point
+    # it ties to is as close as the closest over every triangle, near and far from the mesh.
+    from blender_reldesc.core.geometry.triangles import closest_point_on_triangles
+    rng = np.random.default_rng(8)
+    verts, tris = S.merge(S.grid(4.0, 3.0, 40, 30, origin=(-2.0, -1.5), height=S.hills(0.2, 1.5)),
+                          S.box((0.3, 0.2, 0.4), (0.5, 0.4, 0.3), subdivisions=2))[:2]
+    mesh = TriMesh(verts, tris)
+    pts = np.column_stack([rng.uniform(-2.5, 2.5, 300), rng.uniform(-2.0, 2.0, 300), rng.uniform(-0.5, 2.5, 300)])
+    att = attach(mesh, pts, np.broadcast_to(np.eye(3), (len(pts), 3, 3)))
+    corners = verts[tris[att.triangle]]
+    got = np.linalg.norm(pts - np.einsum("pk,pkd->pd", att.bary, corners), axis=1)
+    a, b, c = (np.repeat(verts[tris[:, k]][None], len(pts), axis=0).reshape(-1, 3) for k in range(3))
+    q = np.repeat(pts, len(tris), axis=0)
+    bary = closest_point_on_triangles(q, a, b, c)
+    foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
+    want = np.linalg.norm(q - foot, axis=1).reshape(len(pts), -1).min(axis=1)
+    np.testing.assert_allclose(got, want, atol=1e-9)
+
+
 def test_bad_input_is_refused_with_a_clear_error():
     rng = np.random.default_rng(5)
     d, p, rows, desc, w, rel = _scene(rng)

@@ -645,3 +645,33 @@ def reaching_clip(skeleton, pose, target, frames=30, hand="RightHand", lift=0.08
     for k in below:
         out[:, k] = pose[k] + shift
     return out
+
+
+def seat_object(kind="chair", seat_height=0.45, at=(0.05, 0.0), size=0.5):
+    """A labelled seat for transfer tests: ``vertices, triangles, labels (T,), names``.
+
+    kind : "chair" (seat, back, legs), "stool" (seat, legs: no back), "armchair" (seat, back,
+    legs, arms), "bench" (seat, legs; twice as wide). The seat's top is at ``seat_height``,
+    its centre at ``at``; the back (when there is one) behind it, at -x.
+    """
+    x, y = at
+    top, thick = seat_height, 0.06
+    width = 2.0 * size if kind == "bench" else size
+    parts = [("seat", box((x, y, top - thick / 2), (size, width, thick), subdivisions=2))]
+    leg_h = top - thick
+    for dx in (-0.42 * size, 0.42 * size):
+        for dy in (-0.42 * width, 0.42 * width):
+            parts.append(("legs", box((x + dx, y + dy, leg_h / 2), (0.04, 0.04, leg_h), subdivisions=1)))
+    if kind in ("chair", "armchair"):
+        parts.append(("back", box((x - size / 2 - 0.025, y, top + 0.3), (0.05, width, 0.6), subdivisions=2)))
+    if kind == "armchair":
+        for sy in (-1.0, 1.0):
+            parts.append(("arms", box((x, y + sy * (width / 2 + 0.04), top + 0.2), (size, 0.08, 0.06),
+                                      subdivisions=2)))
+    names = []
+    for n, _ in parts:
+        if n not in names:
+            names.append(n)
+    verts, tris, ranges = merge(*[p for _, p in parts])
+    labels = np.concatenate([np.full(len(p[1]), names.index(n)) for n, p in parts])
+    return verts, tris, labels, names

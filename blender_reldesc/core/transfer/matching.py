@@ -1,0 +1,147 @@
+"""Where a posture's joints go around a novel object (Al-Ashqar's thesis, §4.5).
+
+For the joints of a key posture near the template object: their distances to the shared
+segments (D_j) and their Space Coverage Feature (SCF_j). Around the novel object, aligned
+onto the template (``segments.align``), open space is sampled on a jittered grid whose step is
+half the character's smallest bone, kept within an arm's length of the surface and outside
+the object; each sample gets the same features. Per joint (Eq. 9-15):
+
+1. the 5 % of samples whose D_o is closest to D_j,
+2. of those, the 40 % whose SCF_o is closest to SCF_j,
+3. weights 1/||SCF_j - SCF_o|| and 1/||D_j - D_o||, each normalised over the candidates, summed,
+4. candidates grouped into clusters (linked when within 1.5 sample steps), and the cluster
+   whose centre sits where the joint sits relative to the objects' aligned bounding boxes
+   chosen (symmetric objects give several clusters),
+5. the target: the cluster's candidate of largest weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
+
+from ..geometry.rays import RayCaster
+from .features import closest_on, segment_distances, space_coverage
+from .segments import TransferError
+
+#: Eq. 10 and 12: the share of samples kept by segment distance, then by SCF.
+KEEP_SEGMENTS = 0.05
+KEEP_COVERAGE = 0.40
+#: At most this many candidates per joint get an SCF (900 rays each): the 5 % of 50,000
+#: samples would be 2,500 per joint, 2-3 µs a ray.
+MAX_CANDIDATES = 64
+#: The sampling step is at least this fraction of the reach (half the smallest bone, as the
+#: thesis, is 1 cm on a hand with fingers: millions of samples around a chair).
+MIN_STEP_OF_REACH = 1.0 / 16.0
+
+
+@dataclass
+class Targets:
+    """Per joint of the key posture (J,): its ``target (J,3)`` around the novel object (NaN
+    for joints left to follow), the ``weight (J,)`` of the chosen candidate and the number of
+    ``clusters (J,)`` its candidates formed; ``samples`` the open-space points used."""
+
+    target: np.ndarray
+    weight: np.ndarray
+    clusters: np.ndarray
+    samples: np.ndarray
+
+
+def _outside(points, segmented):
+    """(P,) whether each point is outside the (closed) object: an even number of crossings
+    along a ray (off the grid's axes, so it does not run along faces)."""
+    caster = RayCaster(segmented.vertices, segmented.triangles)
+    odd = np.zeros(len(points), bool)
+    origin = np.asarray(points, float).copy()
+    direction = np.tile([0.0123, 0.0071, 1.0], (len(points), 1))
+    live = np.arange(len(points))
+    for _ in range(64):
+        t, _ = caster.cast(origin[live], direction[live])
+        hit = np.isfinite(t)
+        odd[live[hit]] ^= True
+        origin[live[hit]] += direction[live[hit]] * (t[hit, None] + 1e-7)
+        live = live[hit]
+        if not live.size:
+            break
+    return ~odd
+
+
+def open_space(novel, step, reach, seed=0):
+    """Jittered grid samples (P,3) with step ``step`` around ``novel``: within ``reach`` of
+    its surface and outside it."""
+    lo, hi = novel.vertices.min(axis=0) - reach, novel.vertices.max(axis=0) + reach
+    axes = [np.arange(a, b + 0.5 * step, step) for a, b in zip(lo, hi)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+    if len(grid) > 400_000:
+        raise TransferError(f"the open space around the new object would need {len(grid)} samples: the object is "
+                            "far larger than the character (wrong units?)")
+    rng = np.random.default_rng(seed)
+    grid = grid + rng.uniform(-0.25 * step, 0.25 * step, grid.shape)
+    dist, _ = closest_on(novel.vertices, novel.triangles, np.ones(len(novel.triangles), bool), grid)
+    grid = grid[(dist <= reach) & (dist > 1e-6)]
+    return grid[_outside(grid, novel)]
+
+
+def _box_coordinates(points, segmented):
+    lo, hi = segmented.vertices.min(axis=0), segmented.vertices.max(axis=0)
+    return (points - 0.5 * (lo + hi)) / np.maximum(0.5 * (hi - lo), 1e-9)
+
+
+def match_joints(joints, template, novel, names, step, reach, near=None, seed=0):
+    """``Targets`` for the joints (J,3) of a key posture around the template object, on the
+    ``novel`` object aligned onto it (same frame). ``names``: the shared segments;
+    ``step``: the open-space sampling step (half the smallest bone); ``reach``: how far from
+    the surface samples are taken (an arm's length); ``near``: (J,) bool, the joints to place
+    (default: those within ``reach`` of the template)."""
+    joints = np.asarray(joints, float).reshape(-1, 3)
+    J = len(joints)
+    full = np.ones(len(template.triangles), bool)
+    if near is None:
+        near = closest_on(template.vertices, template.triangles, full, joints)[0] <= reach
+    target, weight, clusters = np.full((J, 3), np.nan), np.zeros(J), np.zeros(J, np.int64)
+    step = max(float(step), MIN_STEP_OF_REACH * float(reach))
+    samples = open_space(novel, step, reach, seed)
+    if not near.any():
+        return Targets(target, weight, clusters, samples)
+    if len(samples) < 20:
+        raise TransferError("too little open space around the new object to place the character: is it a closed "
+                            "mesh of a sensible size?")
+    D_j = segment_distances(joints[near], template, names)
+    D_o = segment_distances(samples, novel, names)
+    scf_j = space_coverage(joints[near], template.vertices, template.triangles)
+    # Eq. 9-10: the closest 5 % by segment distances, per joint; their SCF once for all joints.
+    k = min(MAX_CANDIDATES, max(8, int(np.ceil(KEEP_SEGMENTS * len(samples)))))
+    dseg = np.linalg.norm(D_j[:, None] - D_o[None], axis=-1)                    # (n, O)
+    top = np.argsort(dseg, axis=1, kind="stable")[:, :k]
+    wanted = np.unique(top)
+    scf_o = np.zeros((len(samples), scf_j.shape[1]))
+    scf_o[wanted] = space_coverage(samples[wanted], novel.vertices, novel.triangles)
+    box_j = _box_coordinates(joints[near], template)
+    for row, j in enumerate(np.flatnonzero(near).tolist()):
+        cand = top[row]
+        dscf = np.linalg.norm(scf_o[cand] - scf_j[row], axis=1)
+        keep = np.argsort(dscf, kind="stable")[:max(4, int(np.ceil(KEEP_COVERAGE * len(cand))))]   # Eq. 11-12
+        cand, dscf, ds = cand[keep], dscf[keep], dseg[row, cand[keep]]
+        w_scf = 1.0 / np.maximum(dscf, 1e-12)
+        w_seg = 1.0 / np.maximum(ds, 1e-12)
+        w = w_scf / w_scf.sum() + w_seg / w_seg.sum()                          # Eq. 13-15
+        pts = samples[cand]
+        pairs = cKDTree(pts).query_pairs(1.5 * step, output_type="ndarray")
+        n = len(pts)
+        graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+        count, label = connected_components(graph, directed=False)
+        # Sidedness: the clusters whose weighted centres sit on the joint's side of the aligned
+        # objects' boxes along the most axes, and of those the nearest to the joint (the objects
+        # are aligned: a seat's top is where the template's was, give or take its size).
+        centres = np.array([np.average(pts[label == c], axis=0, weights=w[label == c]) for c in range(count)])
+        agree = (np.sign(np.round(_box_coordinates(centres, novel), 6)) == np.sign(np.round(box_j[row], 6))).sum(axis=1)
+        far = np.linalg.norm(centres - joints[j], axis=1)
+        chosen = int(np.lexsort((far, -agree))[0])
+        inside = np.flatnonzero(label == chosen)
+        best = inside[np.argmax(w[inside])]
+        target[j], weight[j], clusters[j] = pts[best], w[best], count
+    return Targets(target, weight, clusters, samples)

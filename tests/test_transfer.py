@@ -130,3 +130,68 @@ def test_the_pelvis_of_a_sitting_pose_finds_the_new_seat(kind, height, at):
     assert abs(above - (pose[skel.index("Hips"), 2] - 0.45)) < 0.04
     for foot in ("LeftFoot", "RightFoot"):
         assert got.target[skel.index(foot), 2] < 0.15
+
+
+@pytest.fixture(scope="module")
+def sitting():
+    from blender_reldesc.core import TriMesh, bind
+    skel, motion, *_ = S.chair_scene(60)
+    cv, ct, cl, cn = S.seat_object("chair")
+    floor = S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0))
+    verts, tris, _ = S.merge(floor, (cv, ct))
+    mesh = TriMesh(verts, tris)
+    return skel, motion, mesh, np.arange(len(floor[1]), len(tris)), Segmented(cv, ct, cl, cn), bind(skel, motion, mesh)
+
+
+def _inside_depth(points, seg):
+    """How deep each point is inside the closed object (0 outside)."""
+    from blender_reldesc.core.transfer.features import closest_on
+    from blender_reldesc.core.transfer.matching import _outside
+    d = closest_on(seg.vertices, seg.triangles, np.ones(len(seg.triangles), bool), points)[0]
+    return np.where(_outside(points, seg), 0.0, d)
+
+
+@pytest.mark.parametrize("kind, height, at", [("stool", 0.45, (0.05, 0.0)), ("chair", 0.35, (0.05, 0.0)),
+                                              ("armchair", 0.45, (0.05, 0.0)), ("bench", 0.35, (0.05, 0.0)),
+                                              ("stool", 0.45, (2.0, 1.0)), ("chair", 0.45, (1.05, 0.5))])
+def test_sitting_is_transferred_to_another_seat(sitting, kind, height, at):
+    # The issue's checks: the pelvis sits on the new seat as it sat on the chair (within 2 cm),
+    # the feet stay on the floor (within 2 cm of their height), nothing goes more than 1 cm
+    # into the new object, and no frame-to-frame step beyond 1.2x the source's.
+    from blender_reldesc.core.transfer import transfer
+    skel, motion, mesh, template_tris, chair, binding = sitting
+    new = Segmented(*S.seat_object(kind, seat_height=height, at=at))
+    out = transfer(binding, mesh, template_tris, chair, new)
+    p = out.result.positions
+    hips = skel.index("Hips")
+    seat = new.vertices[new.triangles[new.mask("seat")]].reshape(-1, 3)
+    above_then = motion[:, hips, 2] - 0.45
+    np.testing.assert_allclose(p[:, hips, 2] - seat[:, 2].max(), above_then, atol=0.02)
+    assert np.all(np.abs(p[:, hips, :2] - 0.5 * (seat.min(0) + seat.max(0))[:2]) <= 0.5 * (seat.max(0) - seat.min(0))[:2])
+    feet = [skel.index(n) for n in ("LeftFoot", "RightFoot", "LeftToe", "RightToe")]
+    np.testing.assert_allclose(p[:, feet, 2], motion[:, feet, 2], atol=0.02)
+    assert _inside_depth(p.reshape(-1, 3), new).max() <= 0.01
+    step = lambda m: np.linalg.norm(np.diff(m, axis=0), axis=-1).max()  # noqa: E731
+    assert step(p) <= 1.2 * step(motion) + 1e-9
+
+
+def test_a_chair_moved_rigidly_moves_the_sitting_with_it(sitting):
+    from blender_reldesc.core.transfer import transfer
+    skel, motion, mesh, template_tris, chair, binding = sitting
+    c, s = np.cos(0.6), np.sin(0.6)
+    R = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    t = np.array([0.8, -0.6, 0.0])
+    out = transfer(binding, mesh, template_tris, chair, chair.moved(R, t))
+    np.testing.assert_allclose(out.result.positions, motion @ R.T + t, atol=0.03)
+
+
+def test_bad_transfers_say_why(sitting):
+    from blender_reldesc.core.transfer import transfer
+    skel, motion, mesh, template_tris, chair, binding = sitting
+    with pytest.raises(TransferError, match="template object itself"):
+        transfer(binding, mesh, template_tris, chair, chair)
+    v, t, labels, _ = S.seat_object("stool")
+    with pytest.raises(TransferError, match="share no segment"):
+        transfer(binding, mesh, template_tris, chair, Segmented(v, t, labels, ["top", "feet"]))
+    with pytest.raises(TransferError, match="(out of the character's reach|wrong units)"):
+        transfer(binding, mesh, template_tris, chair, Segmented(v * 100.0, t, labels, ["seat", "legs"]))

@@ -865,7 +865,7 @@ class _TrunkModel:
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
           pins=None, collisions=True, solver_options=None, progress=None, hinges=None, embeddings=(),
-          solver="descriptors"):
+          solver="descriptors", collide_with=None):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -896,6 +896,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     embeddings : ``descriptors.Reembedded`` of moved contacts: over their frames, the targets
         blend to those of the re-embedded descriptors, and the joints they hold
         (``Reembedded.held``) are pinned on those targets (``contacts.continuity``).
+    collide_with : optional static TriMesh the joints collide with instead of ``deformed_mesh``
+        (an environment whose objects changed: ``transfer`` swaps an object for another).
     solver : "descriptors" (the relationship descriptors and the warping solver, default) or
         "interaction_mesh" (Ho, Komura and Tai 2010: ``solvers.interaction_mesh``, on the same
         binding; ``solver_options`` then holds its settings: morph_steps, settle_steps,
@@ -921,7 +923,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     frames = np.arange(binding.frame_count)
     collide = None
     if collisions:
-        collide = Collisions(deformed_mesh, binding.body_height, binding.frame_count)
+        collide = Collisions(deformed_mesh if collide_with is None else collide_with, binding.body_height,
+                             binding.frame_count)
         collide.set_targets(frames, targets)
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)

@@ -1,7 +1,7 @@
 """Nearest hits of many rays on a triangle mesh, batched in numpy.
 
 Each ray is clipped to the mesh's bounding box and sampled every ``step``; a sample looks up
-the triangles whose bounding boxes, grown by half a step, contain it (a ``BoxGrid``). A hit
+the triangles whose bounding boxes, grown by half a step, overlap its cell (cells a step wide). A hit
 point of a triangle lies within half a step of a sample, so every triangle a ray hits is
 found at some sample, and the samples are visited front to back in chunks: once a ray's best
 hit lies before the end of the chunk just searched, nothing farther can beat it. The ray
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spatial import BoxGrid
+from .spatial import expand_ranges
 
 #: Samples along every ray looked up per round.
 CHUNK_SAMPLES = 8
@@ -60,8 +60,33 @@ class RayCaster:
             step = diag / 32.0
         self.step = max(float(step), diag * 1e-6, 1e-12)
         grow = 0.5 * self.step * (1.0 + 1e-9)
-        self.grid = BoxGrid(lo - grow, hi + grow)
         self.lo, self.hi = lo.min(axis=0) - grow, hi.max(axis=0) + grow
+        # Cells one step wide; each lists the triangles whose grown box overlaps it (a sample
+        # then takes its cell's triangles as they are: the ray test sorts them out, cheaper
+        # than testing each box).
+        self.shape = np.floor((self.hi - self.lo) / self.step).astype(np.int64) + 1
+        i0 = np.floor((lo - grow - self.lo) / self.step).astype(np.int64)
+        n = np.floor((hi + grow - self.lo) / self.step).astype(np.int64) - i0 + 1
+        box, local = expand_ranges(np.zeros(len(lo), np.int64), n.prod(axis=1))
+        nb = n[box]
+        idx = i0[box] + np.stack([local // (nb[:, 2] * nb[:, 1]), (local // nb[:, 2]) % nb[:, 1], local % nb[:, 2]], 1)
+        keys = self._key(idx)
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._tris = keys[order], box[order]
+        self.grid = True
+
+    def _key(self, idx):
+        return (idx[:, 0] * self.shape[1] + idx[:, 1]) * self.shape[2] + idx[:, 2]
+
+    def _lookup(self, points):
+        """Pairs (point, triangle) of the triangles listed in each point's cell."""
+        idx = np.floor((points - self.lo) / self.step).astype(np.int64)
+        ok = np.all((idx >= 0) & (idx < self.shape), axis=1)
+        keys = self._key(np.where(ok[:, None], idx, 0))
+        start = np.searchsorted(self._keys, keys, side="left")
+        stop = np.where(ok, np.searchsorted(self._keys, keys, side="right"), start)
+        pt, pos = expand_ranges(start, stop - start)
+        return pt, self._tris[pos]
 
     def cast(self, origins, directions):
         """``distance (N,)`` to the nearest hit of each ray (inf where none) and the hit
@@ -97,7 +122,7 @@ class RayCaster:
             on = ts <= far[live, None] + 0.5 * self.step
             ray = np.repeat(live, CHUNK_SAMPLES).reshape(len(live), -1)[on]
             pts = o[ray] + ts[on][:, None] * d[ray]
-            at, box = self.grid.query(pts)
+            at, box = self._lookup(pts)
             if at.size:
                 pair = np.unique(ray[at] * len(self.ids) + box)
                 r, b = pair // len(self.ids), pair % len(self.ids)

@@ -2,8 +2,8 @@
 
 One parser serves both. Exit codes: 0 success; 1 failure, with one line on
 stderr (missing object, no action, no binding, changed topology...); 2 bad
-usage. Without ``-o`` the input file is saved in place, for bind, bake and walk
-only, and never after a failure.
+usage. Without ``-o`` the input file is saved in place, for bind, bake, walk, reach and
+transfer only, and never after a failure.
 """
 
 from __future__ import annotations
@@ -103,6 +103,15 @@ def build_parser(blender_command=False):
                    help="move the arm alone on the baked body (fast; no collisions or joint limits for the arm)")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p.add_argument("--report", metavar="REPORT.json", help="write the reach's and the bake's figures as JSON")
+    p = sub.add_parser("transfer", help="move a bound interaction from an object of the environment to another "
+                                        "object of its kind, and bake it")
+    p.add_argument("input", metavar="IN.blend", **infile)
+    p.add_argument("--armature", required=True, help="armature object name (bound)")
+    p.add_argument("--from", dest="source", required=True, metavar="OBJECT",
+                   help="the mesh of the bound environment the motion interacts with")
+    p.add_argument("--to", dest="target_object", required=True, metavar="OBJECT", help="the mesh to move it to")
+    p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+    p.add_argument("--report", metavar="REPORT.json", help="write the transfer's and the bake's figures as JSON")
     if not blender_command:
         p = sub.add_parser("batch", help="run a manifest of jobs (TOML) on a local pool of workers or a Dask cluster")
         p.add_argument("manifest", metavar="MANIFEST.toml")
@@ -117,7 +126,7 @@ def build_parser(blender_command=False):
                        help="write the settings of a Flamenco 'reldesc_batch' job for this manifest, run nothing")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
-    p.add_argument("--scene", choices=("bridge", "stones", "ceiling", "chair", "crowd"), default="bridge",
+    p.add_argument("--scene", choices=("bridge", "stones", "ceiling", "chair", "crowd", "transfer"), default="bridge",
                    help="bridge: a walk over a sagging bridge under a lowered beam (default); stones: a stepping "
                         "stone moved away, the foot re-positioned; ceiling: a ceiling brought down over a walk, the root "
                         "replanned under it; chair: a seated character loses an armrest and its seat is lowered; crowd: "
@@ -190,6 +199,16 @@ def run(argv, blender_command=False):
             r = report["reach"]
             print(f"reldesc: {r['hand']} reaches '{r['target']}' at frame {r['frame']} ({1000 * r['hand_error']:.1f} mm "
                   f"off; frames {r['window'][0]}-{r['window'][1]}) in '{report['action']}'")
+            if args.report:
+                with open(args.report, "w") as fh:
+                    json.dump(report, fh, indent=1)
+        elif args.command == "transfer":
+            from . import transfer
+            report = transfer.transfer_job(scene, arm, args.source, args.target_object,
+                                           progress=jobs._print_progress("transfer"), warn=warn)
+            t = report["transfer"]
+            print(f"reldesc: transferred '{report['source']}' from '{t['source']}' to '{t['target']}' "
+                  f"({t['labels']}: {', '.join(t['segments'])}) into '{report['action']}'")
             if args.report:
                 with open(args.report, "w") as fh:
                     json.dump(report, fh, indent=1)

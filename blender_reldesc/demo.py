@@ -172,6 +172,35 @@ def build_chair_scene(frames=90):
     return scene, arm, env, objects
 
 
+def labelled_object(name, verts, tris, labels, names, collection):
+    """A mesh object whose segments are vertex groups (``transfer``'s labels), origin at its centre."""
+    centre = verts.mean(axis=0)
+    ob = mesh_object(name, verts - centre, tris, collection)
+    ob.location = centre
+    for k, n in enumerate(names):
+        vg = ob.vertex_groups.new(name=n)
+        vg.add(np.unique(tris[labels == k]).tolist(), 1.0, 'REPLACE')
+    return ob
+
+
+def build_transfer_scene(frames=90, target="stool", seat_height=0.45, at=(1.6, 0.8)):
+    """Fresh scene: 'Walker' seated (action 'Sit') on 'Chair' (vertex groups seat, back, legs) on
+    'Floor' in 'Environment'; a '<target>' (``synthetic.seat_object``: stool, chair, armchair,
+    bench) stands at ``at``, outside the environment."""
+    scene, env = _empty_scene(frames)
+    skel, motion, *_ = S.chair_scene(frames)
+    floor = S.grid(6.0, 6.0, 24, 24, origin=(-3.0, -3.0))
+    mesh_object("Floor", *floor, env)
+    labelled_object("Chair", *S.seat_object("chair"), env)
+    other = bpy.data.collections.new("Props")
+    scene.collection.children.link(other)
+    labelled_object(target.title(), *S.seat_object(target, seat_height=seat_height, at=at), other)
+    arm = build_armature()
+    animate_walk(arm, frames, name="Sit", walk=(skel, motion))
+    scene.frame_set(1)
+    return scene, arm, env
+
+
 def bend_bridge(bridge, sag=0.3, at=7.0, width=1.5):
     """Sag the deck by up to ``sag`` metres around x = ``at`` (same topology)."""
     me = bridge.data
@@ -330,7 +359,7 @@ def _write(out_dir, report):
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones", "ceiling", "chair", "crowd")
+SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer")
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
@@ -342,8 +371,9 @@ def run(out_dir, frames=150, scene_name="bridge"):
         (a ceiling slab far above at binding is brought down over the path, 8 cm below the top
         of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9),
         "chair" (a seated character, Fig. 12: the left armrest is taken away and the seat
-        lowered; the hand moves onto the seat, the pelvis follows the seat down) or "crowd" (a
-        walk on flat ground, walked by a crowd along a curve over hills)."""
+        lowered; the hand moves onto the seat, the pelvis follows the seat down), "crowd" (a
+        walk on flat ground, walked by a crowd along a curve over hills) or "transfer" (sitting
+        on a chair moved onto a stool elsewhere in the room, thesis ch. 4)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -355,6 +385,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_ceiling(out_dir)
     if scene_name == "chair":
         return _run_chair(out_dir)
+    if scene_name == "transfer":
+        return _run_transfer(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -440,6 +472,24 @@ def _run_chair(out_dir, frames=90):
                         ("Before: armrest gone, seat lowered", "After: hand on the seat, pelvis followed"))
     report = dict(bake_report, bind=bind_report, render_frame=frame, scene="chair")
     return _write(out_dir, report)
+
+
+def _run_transfer(out_dir, frames=90):
+    """Transfer (thesis ch. 4): a character sitting on a chair (seat, back, legs as vertex
+    groups), the sitting moved onto a stool (seat, legs) elsewhere in the room; render a frame
+    before and after."""
+    from .transfer import transfer_job
+    scene, arm, env = build_transfer_scene(frames, target="stool", at=(1.6, 0.8))
+    bind_report = _bind(scene, arm, env)
+    report = transfer_job(scene, arm, "Chair", "Stool")
+    source = bpy.data.actions["Sit"]
+    adapted = bpy.data.actions[report["action"]]
+    add_stick_figure(arm)
+    frame = frames // 2
+    view = ((0.8, -5.5, 1.4), (np.radians(82), 0.0, 0.0))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: sitting on the chair", "After: transferred to the stool"))
+    return _write(out_dir, dict(report, bind=bind_report, render_frame=frame, scene="transfer"))
 
 
 def curve_object(name, points, collection):

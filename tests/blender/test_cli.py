@@ -136,6 +136,17 @@ def test_demo_of_the_chair_puts_the_hand_on_the_seat_and_follows_the_seat(tmp_pa
     assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_demo_of_a_transfer_sits_on_the_stool(tmp_path):
+    out = tmp_path / "transfer"
+    r = run("demo", "--scene", "transfer", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "transfer" and report["action"] == "Sit.adapted"
+    assert report["transfer"]["source"] == "Chair" and report["transfer"]["target"] == "Stool"
+    assert report["transfer"]["segments"] == ["seat", "legs"] and "Hips" in report["transfer"]["matched"]
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
     out = tmp_path / "crowd"
     r = run("demo", "--scene", "crowd", "-o", str(out))

@@ -1,0 +1,32 @@
+"""Transfer to a novel object: the bound interaction swapped onto another object, baked (``transfer``)."""
+
+import bpy
+from bpy.props import StringProperty
+
+from .. import jobs, transfer
+from .base import _JobOperator
+
+
+class RELDESC_OT_transfer(_JobOperator, bpy.types.Operator):
+    """Move the bound motion from an object of the environment to another object of its kind (parts
+    labelled alike by vertex groups, or matched by where they sit), and bake it into '<action>.adapted'"""
+    bl_idname = "reldesc.transfer"
+    bl_label = "Transfer to Object"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    source_object: StringProperty(name="From", default="", options={'SKIP_SAVE'},
+                                  description="The object of the bound environment the motion interacts with")
+    target_object: StringProperty(name="To", default="", options={'SKIP_SAVE'},
+                                  description="The object to move the interaction to")
+
+    def make_job(self, context, warn):
+        return transfer.TransferJob(context.scene, self.get_armature(context), self.source_object,
+                                    self.target_object, warn=warn, options=jobs.bake_options_from_scene(context.scene))
+
+    def finish(self, context, report):
+        t = report["transfer"]
+        self.report({'INFO'}, f"transferred from '{t['source']}' to '{t['target']}' ({t['labels']}: "
+                              f"{', '.join(t['segments'])}) into '{report['action']}'")
+
+
+classes = (RELDESC_OT_transfer,)

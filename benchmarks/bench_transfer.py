@@ -60,6 +60,34 @@ def main(argv=None):
         s = out.seconds
         print(f"| {kind} {height} m at {at} | {total:.2f} | {s['match']:.2f} | {s['fit']:.2f} | {s['reembed']:.2f} "
               f"| {s['adapt']:.2f} | {100 * pelvis:.1f} | {100 * foot:.1f} | {step(p) / step(motion):.2f} |")
+    pedestal(args.frames)
+
+
+def pedestal(frames):
+    """Standing on a 0.3 m box -> round pedestals (the issue's second scene), measured here
+    but not a test yet: how far the feet end above the new top."""
+    sk, off, roles = S.convention_rig("bvh")
+    motion = S.posed_motion(sk, off, roles, frames=frames, limbs="bent", speed=0.0)
+    motion = motion + [0.0, 0.0, 0.3 - motion[..., 2].min()]
+    c = motion[0].mean(axis=0)
+    bv, bt, bl, bn = S.pedestal_object("box", (c[0], c[1]), 0.3, 0.6)
+    floor = S.grid(6.0, 6.0, 24, 24, origin=(-3.0, -3.0))
+    verts, tris, _ = S.merge(floor, (bv, bt))
+    mesh = TriMesh(verts, tris)
+    binding = bind(sk, motion, mesh)
+    box = Segmented(bv, bt, bl, bn)
+    feet = [sk.index(n) for n in ("LeftAnkle", "RightAnkle", "LeftToe", "RightToe")]
+    print()
+    print("| standing on a 0.3 m box -> | total s | lowest foot joint over the new top: source / result (cm) |")
+    print("|---|---|---|")
+    for height, at in ((0.5, (1.5, 1.0)), (0.3, (c[0], c[1]))):
+        new = Segmented(*S.pedestal_object("round", at, height, 0.7))
+        t0 = time.perf_counter()
+        out = transfer(binding, mesh, np.arange(len(floor[1]), len(tris)), box, new)
+        total = time.perf_counter() - t0
+        low = out.result.positions[:, feet, 2].min() - height
+        print(f"| round pedestal {height} m at ({at[0]:.2f}, {at[1]:.2f}) | {total:.2f} | "
+              f"{100 * (motion[:, feet, 2].min() - 0.3):.1f} / {100 * low:.1f} |")
 
 
 if __name__ == "__main__":

@@ -675,3 +675,31 @@ def seat_object(kind="chair", seat_height=0.45, at=(0.05, 0.0), size=0.5):
     verts, tris, ranges = merge(*[p for _, p in parts])
     labels = np.concatenate([np.full(len(p[1]), names.index(n)) for n, p in parts])
     return verts, tris, labels, names
+
+
+def pedestal_object(kind="box", centre=(0.0, 0.0), height=0.3, size=0.6, segments=24):
+    """A labelled pedestal for transfer tests: ``vertices, triangles, labels (T,), names`` with
+    segments "top" (the upper face) and "sides" (the rest). kind: "box" (``size`` wide) or
+    "round" (a cylinder of diameter ``size``)."""
+    cx, cy = centre
+    if kind == "box":
+        v, t = box((cx, cy, height / 2), (size, size, height), subdivisions=2)
+        top = v[t].mean(axis=1)[:, 2] > height - 1e-9
+        return v, t, np.where(top, 0, 1), ["top", "sides"]
+    a = 2.0 * np.pi * np.arange(segments) / segments
+    ring = np.c_[0.5 * size * np.cos(a) + cx, 0.5 * size * np.sin(a) + cy]
+    rings = 3
+    verts = np.concatenate([np.c_[ring, np.full(segments, z)] for z in np.linspace(0.0, height, rings + 1)]
+                           + [[[cx, cy, 0.0], [cx, cy, height]]])
+    tris, labels = [], []
+    for r in range(rings):
+        for k in range(segments):
+            a0, a1 = r * segments + k, r * segments + (k + 1) % segments
+            tris += [[a0, a1, a1 + segments], [a0, a1 + segments, a0 + segments]]
+            labels += [1, 1]
+    bottom, top = len(verts) - 2, len(verts) - 1
+    for k in range(segments):
+        k1 = (k + 1) % segments
+        tris += [[bottom, k1, k], [top, rings * segments + k, rings * segments + k1]]
+        labels += [1, 0]
+    return verts, np.array(tris, np.int64), np.array(labels), ["top", "sides"]

@@ -157,6 +157,13 @@ def _fail(message):
     return 1
 
 
+def _dump(args, report):
+    """Write the report JSON where ``--report`` asks (when it does)."""
+    if getattr(args, "report", None):
+        with open(args.report, "w") as fh:
+            json.dump(report, fh, indent=1)
+
+
 def run(argv, blender_command=False):
     """Parse and run; returns the exit code."""
     try:
@@ -199,9 +206,7 @@ def run(argv, blender_command=False):
             r = report["reach"]
             print(f"reldesc: {r['hand']} reaches '{r['target']}' at frame {r['frame']} ({1000 * r['hand_error']:.1f} mm "
                   f"off; frames {r['window'][0]}-{r['window'][1]}) in '{report['action']}'")
-            if args.report:
-                with open(args.report, "w") as fh:
-                    json.dump(report, fh, indent=1)
+            _dump(args, report)
         elif args.command == "transfer":
             from . import transfer
             report = transfer.transfer_job(scene, arm, args.source, args.target_object,
@@ -209,9 +214,7 @@ def run(argv, blender_command=False):
             t = report["transfer"]
             print(f"reldesc: transferred '{report['source']}' from '{t['source']}' to '{t['target']}' "
                   f"({t['labels']}: {', '.join(t['segments'])}) into '{report['action']}'")
-            if args.report:
-                with open(args.report, "w") as fh:
-                    json.dump(report, fh, indent=1)
+            _dump(args, report)
         elif args.command == "walk":
             from . import walking
             report = walking.walk_job(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
@@ -219,9 +222,7 @@ def run(argv, blender_command=False):
             print(f"reldesc: walked {len(report['characters'])} character(s) of '{report['source']}' for "
                   f"{report['frames']} frames into collection '{report['armature']} walk' "
                   f"(feet standing {100 * report['stance_fraction']:.0f} % of frames)")
-            if args.report:
-                with open(args.report, "w") as fh:
-                    json.dump(report, fh, indent=1)
+            _dump(args, report)
         elif args.command == "bind":
             bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
             report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn,
@@ -251,9 +252,7 @@ def run(argv, blender_command=False):
                   + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items())
                   + f"; {report['keys']['written']} keys, {1000 * report['keys']['max_deviation']:.2f} mm max from "
                     "the adapted motion)")
-            if args.report:
-                with open(args.report, "w") as fh:
-                    json.dump(report, fh, indent=1)
+            _dump(args, report)
         out = os.path.abspath(args.output or args.input or bpy.data.filepath)
         bpy.ops.wm.save_as_mainfile(filepath=out)
         return 0

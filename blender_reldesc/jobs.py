@@ -611,6 +611,10 @@ class BakeJob:
                                                      self.result.unbound_joints.items())
                       + ": those joints followed the body rigidly; add the surfaces they touch to the "
                         "environment or raise the sampling radius, then re-bind")
+        self._planned(t0)
+
+    def _planned(self, t0):
+        """The compute started at ``t0`` is done: time it, then plan the keys (timed too)."""
         self.adapt_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
         self.plan = self._plan_keys()

@@ -101,10 +101,7 @@ class ReachJob(jobs.BakeJob):
         self.result, self.info = session.reach(self.hand_joint, self.targets, index, self.window, progress, self.hold,
                                                first_frame=int(bound.frames[0]), body=self.whole_body)
         self.outcomes = None
-        self.adapt_seconds = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        self.plan = self._plan_keys()
-        self.keys_seconds = time.perf_counter() - t1
+        self._planned(t0)
 
     def write(self):
         report = super().write()

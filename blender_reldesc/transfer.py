@@ -110,10 +110,7 @@ class TransferJob(jobs.BakeJob):
                             **options)
         self.result = self.out.result
         self.outcomes = None
-        self.adapt_seconds = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        self.plan = self._plan_keys()
-        self.keys_seconds = time.perf_counter() - t1
+        self._planned(t0)
 
     def write(self):
         report = super().write()

@@ -195,3 +195,19 @@ def test_bad_transfers_say_why(sitting):
         transfer(binding, mesh, template_tris, chair, Segmented(v, t, labels, ["top", "feet"]))
     with pytest.raises(TransferError, match="(out of the character's reach|wrong units)"):
         transfer(binding, mesh, template_tris, chair, Segmented(v * 100.0, t, labels, ["seat", "legs"]))
+
+
+def test_a_template_that_is_the_whole_environment_can_be_transferred():
+    # Bound with the chair alone (no floor): the chair stays in the bound mesh, every descriptor
+    # is re-embedded, and the joints collide with the stool alone.
+    from blender_reldesc.core import TriMesh, bind
+    from blender_reldesc.core.transfer import transfer
+    skel, motion, *_ = S.chair_scene(20)
+    cv, ct, cl, cn = S.seat_object("chair")
+    binding = bind(skel, motion, TriMesh(cv, ct))
+    stool = Segmented(*S.seat_object("stool"))
+    out = transfer(binding, TriMesh(cv, ct), np.arange(len(ct)), Segmented(cv, ct, cl, cn), stool)
+    hips = skel.index("Hips")
+    seat = stool.vertices[stool.triangles[stool.mask("seat")]].reshape(-1, 3)
+    np.testing.assert_allclose(out.result.positions[:, hips, 2] - seat[:, 2].max(), motion[:, hips, 2] - 0.45,
+                               atol=0.02)

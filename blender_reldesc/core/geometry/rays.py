@@ -5,7 +5,7 @@ the triangles whose bounding boxes, grown by half a step, overlap its cell (cell
 point of a triangle lies within half a step of a sample, so every triangle a ray hits is
 found at some sample, and the samples are visited front to back in chunks: once a ray's best
 hit lies before the end of the chunk just searched, nothing farther can beat it. The ray
-test itself is Möller and Trumbore's.
+test itself is Möller and Trumbore's (``triangles.ray_hits``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .spatial import expand_ranges
+from .triangles import ray_hits
 
 #: Samples along every ray looked up per round.
 CHUNK_SAMPLES = 8
@@ -22,19 +23,8 @@ CHUNK_RAYS = 65536
 
 def ray_triangle_distance(o, d, a, b, c, eps=1e-12):
     """(N,) distance along each ray o + t d (d unit, all (N,3)) to its triangle (a, b, c),
-    inf where it misses (behind the origin, parallel, or outside the triangle)."""
-    e1, e2 = b - a, c - a
-    h = np.cross(d, e2)
-    det = np.einsum("nd,nd->n", e1, h)
-    ok = np.abs(det) > eps * np.maximum(np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1), 1e-300)
-    inv = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0)
-    s = o - a
-    u = inv * np.einsum("nd,nd->n", s, h)
-    q = np.cross(s, e1)
-    v = inv * np.einsum("nd,nd->n", d, q)
-    t = inv * np.einsum("nd,nd->n", e2, q)
-    hit = ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0)
-    return np.where(hit, t, np.inf)
+    inf where it misses (``triangles.ray_hits``)."""
+    return ray_hits(o, d, a, b, c, eps)
 
 
 class RayCaster:

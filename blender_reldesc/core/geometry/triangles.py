@@ -121,11 +121,10 @@ def project_to_coverage(points, corners, normals, tolerance):
     return bary, h, inside
 
 
-def segments_hit_triangles(p, q, a, b, c, eps=1e-12):
-    """(N,) whether each segment p->q crosses its triangle (a, b, c), all (N,3): Möller and
-    Trumbore's ray test, vectorised, kept where the hit lies within the segment. A segment
-    lying in the triangle's plane does not count."""
-    d = q - p
+def ray_hits(p, d, a, b, c, eps=1e-12):
+    """(N,) the parameter t >= 0 where each ray p + t d meets its triangle (a, b, c), all (N,3),
+    inf where it misses (behind the origin, parallel, lying in the plane, or outside the
+    triangle): Möller and Trumbore's test, vectorised. t is in units of |d|."""
     e1, e2 = b - a, c - a
     h = np.cross(d, e2)
     det = np.einsum("nd,nd->n", e1, h)
@@ -137,7 +136,14 @@ def segments_hit_triangles(p, q, a, b, c, eps=1e-12):
     qv = np.cross(s, e1)
     v = inv * np.einsum("nd,nd->n", d, qv)
     t = inv * np.einsum("nd,nd->n", e2, qv)
-    return ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0) & (t <= 1.0)
+    return np.where(ok & (u >= 0.0) & (v >= 0.0) & (u + v <= 1.0) & (t >= 0.0), t, np.inf)
+
+
+def segments_hit_triangles(p, q, a, b, c, eps=1e-12):
+    """(N,) whether each segment p->q crosses its triangle (a, b, c), all (N,3): ``ray_hits``
+    kept where the hit lies within the segment. A segment lying in the triangle's plane does
+    not count."""
+    return ray_hits(p, q - p, a, b, c, eps) <= 1.0
 
 
 def closest_point_on_triangles(p, a, b, c):

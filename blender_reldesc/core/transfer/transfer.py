@@ -184,10 +184,15 @@ def transfer(binding, mesh, template_triangles, template, novel, *, seed=0, **op
     targets = np.where(np.isnan(found_target), np.nan, (found_target - t) @ Rt.T)
     matched = ~np.isnan(targets[:, 0])
     t1 = time.perf_counter()
-    env = _without(mesh, template_triangles)
     novel_mesh = TriMesh(novel.vertices, novel.triangles)
-    combined = TriMesh(np.concatenate([env.vertices, novel.vertices]),
-                       np.concatenate([env.triangles, novel.triangles + len(env.vertices)]))
+    if rest.any():
+        env = _without(mesh, template_triangles)
+        combined = TriMesh(np.concatenate([env.vertices, novel.vertices]),
+                           np.concatenate([env.triangles, novel.triangles + len(env.vertices)]))
+    else:
+        # The template is the whole environment: it stays in the mesh (its descriptors are all
+        # replaced below), and the joints collide with the new object alone.
+        env, combined = mesh, novel_mesh
     rig = Rig(binding, options.get("bone_lengths"))
     # Joints resting on the rest of the environment (feet on the floor) hold where they were
     # carried; the others follow loosely, shifted as the matched joints moved on average (the

@@ -75,3 +75,45 @@ def test_a_removed_armrest_puts_the_hand_on_the_chair(chair):
     seat = gone.vertices[a:b]
     assert np.all(hand.new_position >= seat.min(axis=0) - 1e-6) and np.all(hand.new_position <= seat.max(axis=0) + 1e-6)
     assert all(o.status != "unresolved" for o in outcomes)
+
+
+@pytest.fixture(scope="module")
+def kneel():
+    skel, motion, verts, tris = S.kneel_scene(60)
+    mesh = TriMesh(verts, tris)
+    return skel, motion, mesh, bind(skel, motion, mesh)
+
+
+def test_kneeling_knees_are_supports_and_walking_ones_are_not(kneel):
+    # The thighs are effectors by the knees at their ends (§8.3: pelvis and thighs rest on
+    # surfaces): a kneeling pose has one knee phase per leg over the whole clip; a walk none.
+    skel, motion, mesh, binding = kneel
+    phases = detect_contacts(binding)
+    knees = [p for p in phases if p.name in ("LeftLeg", "RightLeg")]
+    assert sorted(p.name for p in knees) == ["LeftLeg", "RightLeg"]
+    assert all(p.limb is None and (p.start, p.end) == (0, len(motion) - 1) for p in knees)
+    sk, walk = S.walk(120)
+    walking = bind(sk, walk, TriMesh(*S.grid(10.0, 4.0, 20, 8, origin=(-2.0, -2.0))))
+    assert not [p for p in detect_contacts(walking) if p.name in ("LeftLeg", "RightLeg")]
+
+
+def test_kneeling_knees_follow_a_raised_mat_and_count_for_balance(kneel):
+    # A mat under the knees raised 4 cm (the feet behind stay on the floor): the knees are held
+    # on it (repositioned, like a seat that moved); and without the knees the kneeling body
+    # would be out of balance (its centre of mass is over the knees, not the feet behind).
+    skel, motion, mesh, binding = kneel
+    v = mesh.vertices.copy()
+    under = (np.abs(v[:, 0]) < 0.3) & (np.abs(v[:, 1]) < 0.4)
+    v[under, 2] += 0.04
+    result, outcomes = adapt_with_contacts(binding, mesh.with_vertices(v))
+    for name in ("LeftLeg", "RightLeg"):
+        o = next(o for o in outcomes if o.phase.name == name)
+        assert o.status in ("valid", "repositioned")
+        j = skel.index(name)
+        np.testing.assert_allclose(result.positions[:, j, 2], motion[:, j, 2] + 0.04, atol=0.01)
+    masses = segment_masses(skel, motion, binding.body_height)
+    com = centre_of_mass(skel, motion[0], masses)
+    feet = motion[0, [skel.index(n) for n in ("LeftFoot", "RightFoot", "LeftToe", "RightToe")]]
+    knees = motion[0, [skel.index("LeftLeg"), skel.index("RightLeg")]]
+    assert _balance_excess(com, feet, (0.0, 0.0, 1.0)) > 0.1
+    assert _balance_excess(com, np.vstack([feet, knees]), (0.0, 0.0, 1.0)) == 0.0

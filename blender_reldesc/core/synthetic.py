@@ -703,3 +703,33 @@ def pedestal_object(kind="box", centre=(0.0, 0.0), height=0.3, size=0.6, segment
         tris += [[bottom, k1, k], [top, rings * segments + k, rings * segments + k1]]
         labels += [1, 0]
     return verts, np.array(tris, np.int64), np.array(labels), ["top", "sides"]
+
+
+def kneel_scene(frames=60, fps=30.0):
+    """A kneeling humanoid (an upright kneel: knees and shins on the floor, the trunk swaying
+    ±5° forward and back) on a floor grid: ``skeleton, motion (F,J,3), vertices, triangles``."""
+    skel, off = humanoid()
+    names = skel.names
+    idx = names.index
+    J = len(names)
+    t = np.arange(frames) / fps
+    lean = np.radians(5.0) * np.sin(2.0 * np.pi * t / 2.0)
+    R = _rot_y(-lean)
+    pos = np.zeros((frames, J, 3))
+    knee_z, thigh = 0.05, float(np.linalg.norm(off[idx("LeftLeg")]))
+    hips = np.array([0.0, 0.0, knee_z + thigh + 0.05])
+    pos[:, idx("Hips")] = hips
+    up = (lambda j: np.einsum("fij,j->fi", R, off[idx(j)]))
+    for j in ("Spine", "Spine1", "Spine2", "Neck", "Head", "HeadTop"):
+        pos[:, idx(j)] = pos[:, skel.parents[idx(j)]] + up(j)
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        for j in ("Shoulder", "Arm", "ForeArm", "Hand", "HandEnd"):
+            pos[:, idx(side + j)] = pos[:, skel.parents[idx(side + j)]] + up(side + j)
+        pos[:, idx(side + "UpLeg")] = hips + np.array([0.0, sign * 0.10, -0.05])
+        pos[:, idx(side + "Leg")] = np.array([0.0, sign * 0.10, knee_z])
+        shin = float(np.linalg.norm(off[idx(side + "Foot")]))
+        pos[:, idx(side + "Foot")] = np.array([-shin, sign * 0.10, 0.06])
+        pos[:, idx(side + "Toe")] = pos[:, idx(side + "Foot")] + np.array([-0.10, 0.0, -0.03])
+        pos[:, idx(side + "ToeEnd")] = pos[:, idx(side + "Toe")] + np.array([-0.05, 0.0, 0.0])
+    verts, tris = grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0))
+    return skel, pos, verts, tris

@@ -462,6 +462,8 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
                 near = np.argsort(np.linalg.norm(goal - p, axis=1))[:REP_SAMPLES]
                 rep.append((ph.limb, fr, np.vstack([p + n * ph.clearance, goal[near]])))
             elif outcomes[i].status in ("valid", "repositioned"):
+                if ph.limb is None and ph.effector != body.pelvis:
+                    continue                             # a knee resting: the legs' IK places it
                 keep.append((ph.limb, fr, positions[fr, ph.effector]))
         memo[(a, b)] = keep, rep
         return keep, rep

@@ -18,8 +18,8 @@ environment deformation* (Eurographics 2016). What this module implements:
   and *balance* (on most frames of the phase, the centre of mass from segment
   masses, ``balance``, projected along ``up`` lies outside the support region
   — the hull of the contacts active at that frame — by more than 0.1 body
-  heights beyond what the source motion did; seated or lying supports are not
-  effectors yet);
+  heights beyond what the source motion did; the pelvis and the knees ending
+  the thighs are effectors too, so seated, kneeling and lying supports count);
 - re-positioning (§5.3): candidate points sampled on the edited surfaces with
   a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14,
   h2 the longest reachable run through the middle frame) with the limb bent to
@@ -53,6 +53,9 @@ FRICTION = 0.7
 #: ankles 0.04-0.05, wrists on a table 0.02-0.03) cannot be that thick. A hand hovering 25 cm
 #: above a table was a contact for the whole clip when the threshold was relative only.
 SOLE_MAX = 0.1
+#: A knee rests on a surface only this close (body heights): a kneecap's thickness. A seated
+#: knee 15 cm past the seat's front edge is not resting on it (its thigh is).
+KNEE_SOLE_MAX = 0.06
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
 #: Root replanning's motion is kept only if its largest frame-to-frame joint step stays within
@@ -244,6 +247,8 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     # The pelvis is an effector too: seated or lying on a surface, it is a support (§8.3,
     # the chair). It has no limb: its phases are never re-positioned, only held or replanned.
     pelvis = _body_frames(binding).pelvis
+    # So are the thighs, by the knees at their ends: kneeling or lying, they rest on a surface.
+    knees = [] if effectors else thigh_ends(binding, names)
     if not effectors and sk.names[pelvis] not in names:
         names.append(sk.names[pelvis])
     limbs = []
@@ -254,6 +259,7 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
             if sk.index(n) != pelvis:
                 raise
             limbs.append(Limb(pelvis, np.array([pelvis])))
+    limbs += [Limb(k, np.array([k])) for k in knees if sk.names[k] not in names]
     idx = np.array([lb.effector for lb in limbs])
     pts = motion[:, idx]
     # Effectors farther than 0.2 body heights from every surface are never in
@@ -273,9 +279,10 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
         if not finite.any():
             continue
         floor = np.percentile(d[finite], 5)
-        if floor > SOLE_MAX * H:
+        sole = KNEE_SOLE_MAX if limb.effector in knees else SOLE_MAX
+        if floor > sole * H:
             continue
-        touching = finite & (d - floor < eps0) & (d < SOLE_MAX * H + eps0) & (vel[:, k] <= vmax)
+        touching = finite & (d - floor < eps0) & (d < sole * H + eps0) & (vel[:, k] <= vmax)
         edges = np.flatnonzero(np.diff(np.r_[0, touching.astype(int), 0]))
         for s, e in zip(edges[::2], edges[1::2] - 1):
             if e - s + 1 < min_frames:
@@ -294,6 +301,32 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
                                        int(tri[m, k]), bary[m, k].copy(), bary[m, k] @ corners, n.copy(),
                                        float(d[m]), alpha, u, None if seat(limb) else limb))
     return phases
+
+
+def thigh_ends(binding, names):
+    """The joints ending the thighs (knees) of the legs among the effectors ``names``: on each
+    leg's chain, the joint about halfway down its length (Rigify's split thigh counts as one
+    bone). Legs are the effectors whose median height is below the pelvis's."""
+    sk, motion = binding.skeleton, binding.motion
+    pelvis = _body_frames(binding).pelvis
+    height = np.median(motion[..., 2], axis=0)
+    lengths = np.median(sk.bone_lengths(motion), axis=0)
+    out = []
+    for n in names:
+        j = sk.index(n)
+        if height[j] >= height[pelvis]:
+            continue
+        try:
+            chain = find_limb(sk, n).chain
+        except ContactError:
+            continue
+        if len(chain) < 3:
+            continue
+        run = np.cumsum(lengths[chain[1:]])
+        knee = int(chain[1 + int(np.argmin(np.abs(run[:-1] - run[-1] / 2)))])
+        if knee not in out:                           # a foot and its toes share the knee
+            out.append(knee)
+    return out
 
 
 def seat(limb):

@@ -28,7 +28,10 @@ def test_a_seated_pelvis_is_a_contact_and_a_walking_one_is_not(chair):
     skel, motion, mesh, parts, binding, _ = chair
     phases = detect_contacts(binding)
     names = sorted(p.name for p in phases)
-    assert names == sorted(["Hips", "LeftHand", "RightHand", "LeftFoot", "LeftToe", "RightFoot", "RightToe"])
+    # The thighs rest on the seat too (by their middle; the knees that end them are past its edge).
+    assert names == sorted(["Hips", "LeftHand", "RightHand", "LeftFoot", "LeftToe", "RightFoot", "RightToe",
+                            "LeftLeg", "RightLeg"])
+    assert all(p.limb is None for p in phases if p.name in ("LeftLeg", "RightLeg"))
     seat = next(p for p in phases if p.name == "Hips")
     assert seat.limb is None and (seat.start, seat.end) == (0, len(motion) - 1)
     assert abs(seat.clearance - 0.10) < 1e-6 and seat.normal[2] > 0.99
@@ -57,6 +60,12 @@ def test_a_lowered_seat_is_followed(chair):
     assert seat.status == "repositioned" and abs(seat.new_position[2] - 0.35) < 1e-6
     hips = result.positions[:, skel.index("Hips"), 2]
     assert np.abs(hips - 0.45).max() < 0.01                           # on the lowered seat, its sole kept
+    # The thighs go down with it: the knees ending them too.
+    for knee in ("LeftLeg", "RightLeg"):
+        o = next(o for o in outcomes if o.phase.name == knee)
+        assert o.status == "repositioned"
+        j = skel.index(knee)
+        np.testing.assert_allclose(result.positions[:, j, 2], motion[:, j, 2] - 0.10, atol=0.01)
     assert all(o.status != "unresolved" for o in outcomes)
 
 

@@ -19,7 +19,8 @@ environment deformation* (Eurographics 2016). What this module implements:
   masses, ``balance``, projected along ``up`` lies outside the support region
   — the hull of the contacts active at that frame — by more than 0.1 body
   heights beyond what the source motion did; the pelvis and the knees ending
-  the thighs are effectors too, so seated, kneeling and lying supports count);
+  the thighs are effectors too (a thigh rests by its knee or its middle), so
+  seated, kneeling and lying supports count);
 - re-positioning (§5.3): candidate points sampled on the edited surfaces with
   a similar orientation, within reach, scored h = 0.7 h1 + 0.3 h2 (Eq. 11-14,
   h2 the longest reachable run through the middle frame) with the limb bent to
@@ -53,8 +54,8 @@ FRICTION = 0.7
 #: ankles 0.04-0.05, wrists on a table 0.02-0.03) cannot be that thick. A hand hovering 25 cm
 #: above a table was a contact for the whole clip when the threshold was relative only.
 SOLE_MAX = 0.1
-#: A knee rests on a surface only this close (body heights): a kneecap's thickness. A seated
-#: knee 15 cm past the seat's front edge is not resting on it (its thigh is).
+#: A thigh rests on a surface only this close (body heights), by its knee or its middle: a
+#: thigh's or kneecap's thickness.
 KNEE_SOLE_MAX = 0.06
 #: How far (body heights) a limb's root may move to reach a re-positioned contact.
 ROOT_SLACK = 0.15
@@ -248,7 +249,7 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     # the chair). It has no limb: its phases are never re-positioned, only held or replanned.
     pelvis = _body_frames(binding).pelvis
     # So are the thighs, by the knees at their ends: kneeling or lying, they rest on a surface.
-    knees = [] if effectors else thigh_ends(binding, names)
+    knees, thigh_tops = ([], []) if effectors else thigh_ends(binding, names, with_hips=True)
     if not effectors and sk.names[pelvis] not in names:
         names.append(sk.names[pelvis])
     limbs = []
@@ -267,6 +268,15 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     bind_get = _colliders(binding.mesh, 0.2 * H)
     sd, normal, tri, bary = _closest_all(bind_get, binding.mesh, pts)
     dist = np.abs(sd)
+    # A thigh rests by its middle (seated: the knee is past the seat's edge), so a knee's
+    # resting test measures the middle of its thigh; its contact place stays the knee's own.
+    rest = dist.copy()
+    if knees:
+        mid = 0.5 * (motion[:, knees] + motion[:, thigh_tops])
+        d_mid = np.abs(_closest_all(bind_get, binding.mesh, mid)[0])
+        for k, limb in enumerate(limbs):
+            if limb.effector in knees:
+                rest[:, k] = np.minimum(dist[:, k], d_mid[:, knees.index(limb.effector)])
     F = len(motion)
     vel = np.zeros((F, len(idx)))
     if F > 2:
@@ -274,15 +284,15 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
         vel[0], vel[-1] = vel[1], vel[-2]
     phases = []
     for k, limb in enumerate(limbs):
-        d = dist[:, k]
-        finite = np.isfinite(d)
+        d, r = dist[:, k], rest[:, k]
+        finite = np.isfinite(d) & np.isfinite(r)
         if not finite.any():
             continue
-        floor = np.percentile(d[finite], 5)
+        floor = np.percentile(r[finite], 5)
         sole = KNEE_SOLE_MAX if limb.effector in knees else SOLE_MAX
         if floor > sole * H:
             continue
-        touching = finite & (d - floor < eps0) & (d < sole * H + eps0) & (vel[:, k] <= vmax)
+        touching = finite & (r - floor < eps0) & (r < sole * H + eps0) & (vel[:, k] <= vmax)
         edges = np.flatnonzero(np.diff(np.r_[0, touching.astype(int), 0]))
         for s, e in zip(edges[::2], edges[1::2] - 1):
             if e - s + 1 < min_frames:
@@ -303,15 +313,16 @@ def detect_contacts(binding, effectors=None, distance=None, speed=None, min_fram
     return phases
 
 
-def thigh_ends(binding, names):
+def thigh_ends(binding, names, with_hips=False):
     """The joints ending the thighs (knees) of the legs among the effectors ``names``: on each
     leg's chain, the joint about halfway down its length (Rigify's split thigh counts as one
-    bone). Legs are the effectors whose median height is below the pelvis's."""
+    bone). Legs are the effectors whose median height is below the pelvis's. ``with_hips``:
+    also each thigh's first joint (its hip joint)."""
     sk, motion = binding.skeleton, binding.motion
     pelvis = _body_frames(binding).pelvis
     height = np.median(motion[..., 2], axis=0)
     lengths = np.median(sk.bone_lengths(motion), axis=0)
-    out = []
+    out, hips = [], []
     for n in names:
         j = sk.index(n)
         if height[j] >= height[pelvis]:
@@ -326,7 +337,8 @@ def thigh_ends(binding, names):
         knee = int(chain[1 + int(np.argmin(np.abs(run[:-1] - run[-1] / 2)))])
         if knee not in out:                           # a foot and its toes share the knee
             out.append(knee)
-    return out
+            hips.append(int(chain[0]))
+    return (out, hips) if with_hips else out
 
 
 def seat(limb):
@@ -723,7 +735,10 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             p, n = contact_point(mesh, ph, m)         # to replanning (there is no limb to move it)
             if i in locked or np.linalg.norm(p - ph.position) < SEAT_FOLLOW * H:
                 fr = np.arange(ph.start, ph.end + 1)
-                pins[fr, ph.effector] = track(mesh, ph.triangle, ph.bary, ph.clearance, fr)
+                # Held at its source offset from the contact point, carried with the surface (a
+                # knee sits past a seat's edge, not along its face's normal).
+                pins[fr, ph.effector] = track(mesh, ph.triangle, ph.bary, 0.0, fr) + (motion[fr, ph.effector]
+                                                                                      - ph.position)
                 outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle))
             else:
                 outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)

@@ -126,3 +126,16 @@ def test_kneeling_knees_follow_a_raised_mat_and_count_for_balance(kneel):
     knees = motion[0, [skel.index("LeftLeg"), skel.index("RightLeg")]]
     assert _balance_excess(com, feet, (0.0, 0.0, 1.0)) > 0.1
     assert _balance_excess(com, np.vstack([feet, knees]), (0.0, 0.0, 1.0)) == 0.0
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
+def test_the_knees_ending_the_thighs_are_found_on_every_rig_convention(convention):
+    # The thigh's end is found from the structure (halfway down each leg's chain), not from
+    # names: Rigify's split thigh counts as one bone, Unreal's twist leaves are not knees.
+    from blender_reldesc.core.contacts.repositioning import default_effectors, thigh_ends
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.posed_motion(sk, off, roles, frames=10, limbs="bent", speed=0.0)
+    binding = bind(sk, motion, TriMesh(*S.grid(4.0, 4.0, 8, 8, origin=(-2.0, -2.0), z=motion[..., 2].min() - 0.01)))
+    knees = thigh_ends(binding, default_effectors(sk, motion, binding.body_height))
+    shins = {j for j, r in enumerate(roles) if r.startswith("shin")}
+    assert len(knees) == 2 and set(knees) == shins

@@ -143,17 +143,6 @@ def _spans(outcomes, candidates):
     return spans
 
 
-def _depth(sk, j):
-    depth = 0
-    while sk.parents[j] >= 0:
-        j, depth = int(sk.parents[j]), depth + 1
-    return depth
-
-
-def _step(p):
-    return float(np.linalg.norm(np.diff(p, axis=0), axis=-1).max()) if len(p) > 1 else 0.0
-
-
 def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options):
     """Replace the pins of re-positioned limbs by re-embedded descriptors where that holds up.
 
@@ -165,19 +154,19 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
     phases carried by the root planner's IK pins keep them too.
     """
     from ..adaptation import adapt, descriptor_influence
-    from .repositioning import JUMP_RATIO, check_contacts, landed
+    from .repositioning import JUMP_RATIO, _ancestors, check_contacts, landed, largest_step
     if pins is None:
         return result, outcomes
     candidates = []
-    held = set()                                   # joints the re-positioned phases' own pins hold
+    pinned_joints = set()                          # joints the re-positioned phases' own pins hold
     for o in outcomes:
         if o.status == "repositioned" and o.pinned is not None:
-            held |= set(o.pinned[2].tolist())
+            pinned_joints |= set(o.pinned[2].tolist())
     for i, o in enumerate(outcomes):
         if o.status != "repositioned" or o.pinned is None or o.phase.limb is None:
             continue
         frames, _, _ = o.pinned
-        inner = np.array([j for j in o.phase.limb.chain[1:-1].tolist() if j not in held], np.int64)
+        inner = np.array([j for j in o.phase.limb.chain[1:-1].tolist() if j not in pinned_joints], np.int64)
         # The root planner's §7.3 bends legs by IK pins (a knee): such a limb stays on its pins.
         if inner.size and not np.all(np.isnan(pins[np.ix_(frames, inner)][..., 0])):
             continue
@@ -212,7 +201,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
         if c is not None:
             conts[i] = c
     H = binding.body_height
-    limit = max(_step(result.positions), JUMP_RATIO * _step(binding.motion), 0.02 * H)
+    limit = max(largest_step(result.positions), JUMP_RATIO * largest_step(binding.motion), 0.02 * H)
     phases = [o.phase for o in outcomes]
     for _ in range(2):                               # all at once; then without those that failed
         if not conts:
@@ -224,7 +213,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
         if user_pins is not None:
             free = np.where(np.isnan(user_pins), free, user_pins)
         # Limbs before what hangs below them, each effector's phases in time order (``_spans``).
-        order = sorted(conts, key=lambda i: (_depth(binding.skeleton, outcomes[i].phase.effector),
+        order = sorted(conts, key=lambda i: (len(_ancestors(binding.skeleton, outcomes[i].phase.effector)),
                                              outcomes[i].phase.start))
         trial = adapt(binding, mesh, pins=free if not np.all(np.isnan(free)) else None,
                       embeddings=[conts[i].embedding for i in order], **options)
@@ -237,7 +226,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
         failed = {i for i, o in enumerate(outcomes) if o.status == "repositioned"
                   and not landed(trial.positions, mesh, o.phase, eps0)}
         broken = not all(ok for ok, _ in checks)
-        if not failed and not broken and _step(trial.positions) <= limit + 1e-12:
+        if not failed and not broken and largest_step(trial.positions) <= limit + 1e-12:
             out = list(outcomes)
             for i in conts:
                 out[i] = replace(out[i], continuity="re-embedded", embedding=conts[i].embedding)

@@ -852,6 +852,11 @@ def _root_estimate(phases, checks, positions, motion, ph, pad=10):
     return motion[frames, ph.limb.root] + shift
 
 
+def largest_step(p):
+    """The largest frame-to-frame joint step of a motion (F,J,3) (0 for one frame)."""
+    return float(np.linalg.norm(np.diff(p, axis=0), axis=-1).max()) if len(p) > 1 else 0.0
+
+
 def _ancestors(sk, j):
     out = []
     p = sk.parents[j]
@@ -991,12 +996,10 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     def unresolved(o):
         return sum(x.status == "unresolved" for x in o)
 
-    def step(p):
-        return float(np.linalg.norm(np.diff(p, axis=0), axis=-1).max()) if len(p) > 1 else 0.0
-
     # (At least 0.02 body heights a frame: a still source has no step to compare with.)
-    limit = max(step(before[0].positions), JUMP_RATIO * step(binding.motion), 0.02 * binding.body_height)
-    if unresolved(outcomes) >= unresolved(before[1]) or step(result.positions) > limit + 1e-12:
+    limit = max(largest_step(before[0].positions), JUMP_RATIO * largest_step(binding.motion),
+                0.02 * binding.body_height)
+    if unresolved(outcomes) >= unresolved(before[1]) or largest_step(result.positions) > limit + 1e-12:
         return before
     return result, outcomes, pins
 

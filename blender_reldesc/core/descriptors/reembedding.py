@@ -278,15 +278,10 @@ class Reembedded:
     #: those frames (a contact phase: soft, a planted foot stayed a few centimetres off its new
     #: support); None: the targets are soft everywhere.
     held: list | None = None
-    #: The mesh the attachment's triangles belong to when it is not the environment's (a novel
-    #: object the descriptors were moved onto, ``transfer``); None: the environment.
-    surface: object | None = None
 
     def replace(self, mesh):
-        """``f -> (index, points, rotations)`` on ``mesh`` (or on ``surface``; see
-        ``descriptors.reconstruct``)."""
+        """``f -> (index, points, rotations)`` on ``mesh`` (see ``descriptors.reconstruct``)."""
         cache = {}
-        mesh = mesh if self.surface is None else self.surface
 
         def at(f):
             key = f if mesh.animated else 0

@@ -1,5 +1,6 @@
-"""Transfer to a novel object (thesis ch. 4): a generated sitting clip moved from a chair to
-other seats, the time of each stage and the issue's checks.
+"""Transfer to a novel object (thesis ch. 4), the issue's three scenes generated: sitting moved
+from a chair to other seats, standing moved from a box to round pedestals, a hand on a table's
+edge moved to round tables; the time of each stage and the issue's checks.
 
 Run with ``.venv/bin/python benchmarks/bench_transfer.py [--frames 300]``.
 """
@@ -41,7 +42,6 @@ def main(argv=None):
     chair = Segmented(cv, ct, cl, cn)
     hips = skel.index("Hips")
     feet = [skel.index(n) for n in ("LeftFoot", "RightFoot")]
-    step = lambda m: float(np.linalg.norm(np.diff(m, axis=0), axis=-1).max())  # noqa: E731
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{args.frames} frames, plain adapt of the clip {t_adapt:.2f} s (baseline)")
     print()
@@ -61,33 +61,61 @@ def main(argv=None):
         print(f"| {kind} {height} m at {at} | {total:.2f} | {s['match']:.2f} | {s['fit']:.2f} | {s['reembed']:.2f} "
               f"| {s['adapt']:.2f} | {100 * pelvis:.1f} | {100 * foot:.1f} | {step(p) / step(motion):.2f} |")
     pedestal(args.frames)
+    table(args.frames)
+
+
+def _scene_with(skel, motion, obj):
+    floor = S.grid(6.0, 6.0, 24, 24, origin=(-3.0, -3.0))
+    verts, tris, _ = S.merge(floor, obj[:2])
+    mesh = TriMesh(verts, tris)
+    return bind(skel, motion, mesh), mesh, np.arange(len(floor[1]), len(tris)), Segmented(*obj)
 
 
 def pedestal(frames):
-    """Standing on a 0.3 m box -> round pedestals (the issue's second scene), measured here
-    but not a test yet: how far the feet end above the new top."""
-    sk, off, roles = S.convention_rig("bvh")
-    motion = S.posed_motion(sk, off, roles, frames=frames, limbs="bent", speed=0.0)
-    motion = motion + [0.0, 0.0, 0.3 - motion[..., 2].min()]
-    c = motion[0].mean(axis=0)
-    bv, bt, bl, bn = S.pedestal_object("box", (c[0], c[1]), 0.3, 0.6)
-    floor = S.grid(6.0, 6.0, 24, 24, origin=(-3.0, -3.0))
-    verts, tris, _ = S.merge(floor, (bv, bt))
-    mesh = TriMesh(verts, tris)
-    binding = bind(sk, motion, mesh)
-    box = Segmented(bv, bt, bl, bn)
-    feet = [sk.index(n) for n in ("LeftAnkle", "RightAnkle", "LeftToe", "RightToe")]
+    """Standing on a 0.3 m box -> round pedestals (the issue's second scene)."""
+    sk, motion, box = S.stand_scene(frames)
+    binding, mesh, tris, template = _scene_with(sk, motion, box)
+    feet = [sk.index(n) for n in ("LeftFoot", "RightFoot", "LeftToe", "RightToe", "LeftToeEnd", "RightToeEnd")]
     print()
-    print("| standing on a 0.3 m box -> | total s | lowest foot joint over the new top: source / result (cm) |")
-    print("|---|---|---|")
-    for height, at in ((0.5, (1.5, 1.0)), (0.3, (c[0], c[1]))):
+    print("| standing on a 0.3 m box -> | total s | match s | feet height over the top: off by (cm) "
+          "| feet from the centre (m, radius 0.35) | largest step / source |")
+    print("|---|---|---|---|---|---|")
+    for height, at in ((0.5, (1.5, 1.0)), (0.3, (-1.0, 0.5)), (0.5, (0.0, 0.0))):
         new = Segmented(*S.pedestal_object("round", at, height, 0.7))
         t0 = time.perf_counter()
-        out = transfer(binding, mesh, np.arange(len(floor[1]), len(tris)), box, new)
+        out = transfer(binding, mesh, tris, template, new)
         total = time.perf_counter() - t0
-        low = out.result.positions[:, feet, 2].min() - height
-        print(f"| round pedestal {height} m at ({at[0]:.2f}, {at[1]:.2f}) | {total:.2f} | "
-              f"{100 * (motion[:, feet, 2].min() - 0.3):.1f} / {100 * low:.1f} |")
+        p = out.result.positions
+        off = np.abs((p[:, feet, 2] - height) - (motion[:, feet, 2] - 0.3)).max()
+        centre = np.linalg.norm(p[:, feet, :2] - np.array(at), axis=-1).max()
+        print(f"| round pedestal {height} m at {at} | {total:.2f} | {out.seconds['match']:.2f} | {100 * off:.1f} "
+              f"| {centre:.2f} | {step(p) / step(motion):.2f} |")
+
+
+def table(frames):
+    """A hand resting on a table's edge -> round tables (the issue's third scene)."""
+    sk, motion, rect = S.table_scene(frames)
+    binding, mesh, tris, template = _scene_with(sk, motion, rect)
+    hand = sk.index("RightHand")
+    print()
+    print("| hand on a table's edge (4 cm in) -> | total s | match s | hand height over the top: off by (cm) "
+          "| hand in from the rim (cm) | largest step / source |")
+    print("|---|---|---|---|---|---|")
+    for size, at in ((0.9, (1.5, 1.0)), (1.0, (0.65, 0.0)), (0.8, (0.65, 0.0))):
+        v, t, labels, _ = S.table_object("round", 1.0, at, size)
+        new = Segmented(v, t, labels, ["top", "column"])
+        t0 = time.perf_counter()
+        out = transfer(binding, mesh, tris, template, new)
+        total = time.perf_counter() - t0
+        p = out.result.positions
+        off = np.abs(p[:, hand, 2] - motion[:, hand, 2]).max()
+        rim = size / 2 - np.linalg.norm(p[:, hand, :2] - np.array(at), axis=-1)
+        print(f"| round table {size} m across at {at} | {total:.2f} | {out.seconds['match']:.2f} | {100 * off:.1f} "
+              f"| {100 * rim.min():.1f}-{100 * rim.max():.1f} | {step(p) / step(motion):.2f} |")
+
+
+def step(m):
+    return float(np.linalg.norm(np.diff(m, axis=0), axis=-1).max())
 
 
 if __name__ == "__main__":

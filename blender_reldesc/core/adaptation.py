@@ -481,10 +481,13 @@ class Collisions:
     never tested.
     """
 
-    def __init__(self, mesh, body_height, frames=None, joints=None):
+    def __init__(self, mesh, body_height, frames=None, joints=None, keep_dips=True):
         """``joints``: optional (J,) bool, the joints tested (default: all); a reach tests the
-        arm and the trunk, whose feet stand where the bake put them."""
+        arm and the trunk, whose feet stand where the bake put them. ``keep_dips``: a target
+        behind a surface keeps its depth (off: every joint is pushed out, as on an object the
+        source never touched)."""
         self.mesh = mesh
+        self.keep_dips = bool(keep_dips)
         self.joints = None if joints is None else np.asarray(joints, bool)
         self.band = C.COLLISION_BAND_FRACTION * body_height
         self.tol = 1e-9 * body_height
@@ -548,6 +551,8 @@ class Collisions:
             sd, normal = self.collider(0).signed_distance(p[si, ji], near, far)
         # A target behind a surface keeps its depth (a source foot dipping into the floor).
         want = np.minimum(np.where(np.isinf(target_sd[si, ji]), 0.0, target_sd[si, ji]), 0.0)
+        if not self.keep_dips:
+            want = np.zeros_like(want)
         push = (sd < want - self.tol) & (sd > -self.band)
         if push.any():
             p[si[push], ji[push]] += normal[push] * (want[push] - sd[push])[:, None]
@@ -923,8 +928,9 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     frames = np.arange(binding.frame_count)
     collide = None
     if collisions:
+        # A new object (``transfer``) was never touched by the source: no dip into it is kept.
         collide = Collisions(deformed_mesh if collide_with is None else collide_with, binding.body_height,
-                             binding.frame_count)
+                             binding.frame_count, keep_dips=collide_with is None)
         collide.set_targets(frames, targets)
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)

@@ -733,3 +733,129 @@ def kneel_scene(frames=60, fps=30.0):
         pos[:, idx(side + "ToeEnd")] = pos[:, idx(side + "Toe")] + np.array([-0.05, 0.0, 0.0])
     verts, tris = grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0))
     return skel, pos, verts, tris
+
+
+def _upper_body(pos, skel, off, R):
+    """Trunk, neck and head above the hips, turned by ``R`` (F,3,3), in place."""
+    idx = skel.names.index
+    for j in ("Spine", "Spine1", "Spine2", "Neck", "Head", "HeadTop", "LeftShoulder", "RightShoulder",
+              "LeftArm", "RightArm"):
+        pos[:, idx(j)] = pos[:, skel.parents[idx(j)]] + np.einsum("fij,j->fi", R, off[idx(j)])
+
+
+def _arm_to(pos, skel, off, side, hand, elbow_dir, flat=True):
+    """The arm of ``side`` reaching ``hand`` (F,3) (two-bone IK, the elbow towards
+    ``elbow_dir`` (3,)), in place; the hand's end 0.16 m further on along +x (``flat``: a
+    hand lying on something) or along the forearm (hanging)."""
+    idx = skel.names.index
+    top = pos[:, idx(side + "Arm")]
+    l1, l2 = np.linalg.norm(off[idx(side + "ForeArm")]), np.linalg.norm(off[idx(side + "Hand")])
+    d = hand - top
+    dist = np.clip(np.linalg.norm(d, axis=1), 1e-6, (l1 + l2) * 0.9999)
+    axis = d / np.linalg.norm(d, axis=1, keepdims=True)
+    along = (l1 ** 2 - l2 ** 2 + dist ** 2) / (2.0 * dist)
+    height = np.sqrt(np.maximum(l1 ** 2 - along ** 2, 0.0))
+    side_dir = elbow_dir - np.einsum("fd,d->f", axis, elbow_dir)[:, None] * axis
+    side_dir /= np.linalg.norm(side_dir, axis=1, keepdims=True)
+    pos[:, idx(side + "ForeArm")] = top + along[:, None] * axis + height[:, None] * side_dir
+    pos[:, idx(side + "Hand")] = pos[:, idx(side + "ForeArm")] + l2 * _unit_rows(hand - pos[:, idx(side + "ForeArm")])
+    along_arm = _unit_rows(pos[:, idx(side + "Hand")] - pos[:, idx(side + "ForeArm")])
+    pos[:, idx(side + "HandEnd")] = pos[:, idx(side + "Hand")] + 0.16 * (np.array([1.0, 0.0, 0.0]) if flat
+                                                                          else along_arm)
+
+
+def _standing_legs(pos, skel, off, ground, feet_x=0.0):
+    """Both feet flat at height ``ground`` under the hips (ankles at ``feet_x``), knees forward
+    (two-bone IK, exact lengths), in place."""
+    idx = skel.names.index
+    F = len(pos)
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        hip = pos[:, idx("Hips")] + off[idx(side + "UpLeg")]
+        pos[:, idx(side + "UpLeg")] = hip
+        ankle = np.tile([feet_x, sign * 0.11, ground + ANKLE_HEIGHT], (F, 1))
+        l1, l2 = np.linalg.norm(off[idx(side + "Leg")]), np.linalg.norm(off[idx(side + "Foot")])
+        pos[:, idx(side + "Leg")] = _two_bone(hip, ankle, l1, l2, 1.0)
+        pos[:, idx(side + "Foot")] = ankle
+        pos[:, idx(side + "Toe")] = ankle + off[idx(side + "Toe")]
+        pos[:, idx(side + "ToeEnd")] = pos[:, idx(side + "Toe")] + off[idx(side + "ToeEnd")]
+
+
+def stand_scene(frames=90, fps=30.0, top=0.3, centre=(0.0, 0.0)):
+    """The humanoid standing on a box (the transfer chapter's "standing on a box"): both feet
+    flat on the top (toes 2 cm over it), knees slightly bent, the weight shifting from foot to
+    foot (hips ±4 cm sideways, the trunk leaning ±3° with them), the arms hanging.
+
+    Returns ``skeleton, motion (F,J,3), (box vertices, triangles, labels, names)`` with the
+    box 0.6 m wide and ``top`` high, centred under the feet at ``centre``.
+    """
+    skel, off = humanoid()
+    idx = skel.names.index
+    J = len(skel)
+    t = np.arange(frames) / fps
+    shift = 0.04 * np.sin(2.0 * np.pi * t / 3.0)
+    cx, cy = centre
+    pos = np.zeros((frames, J, 3))
+    pos[:, idx("Hips")] = np.stack([np.full(frames, cx), cy + shift, np.full(frames, top + HIP_HEIGHT)], axis=1)
+    lean = np.radians(3.0) * np.sin(2.0 * np.pi * t / 3.0)
+    c, s = np.cos(lean), np.sin(lean)
+    R = np.zeros((frames, 3, 3))                                  # a lean about +x, with the shift
+    R[:, 0, 0], R[:, 1, 1], R[:, 1, 2], R[:, 2, 1], R[:, 2, 2] = 1.0, c, -s, s, c
+    _upper_body(pos, skel, off, R)
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        shoulder = pos[:, idx(side + "Arm")]
+        hand = shoulder + np.array([0.06, sign * 0.05, -0.52])
+        _arm_to(pos, skel, off, side, hand, np.array([-1.0, sign * 0.3, 0.0]), flat=False)
+    pos[..., :2] -= pos[:, idx("Hips"), :2].mean(axis=0) - np.array([cx, cy])
+    _standing_legs(pos, skel, off, top, cx)
+    box_v, box_t, labels, names = pedestal_object("box", (cx, cy), top, 0.6)
+    return skel, pos, (box_v, box_t, labels, names)
+
+
+def table_object(kind="rect", height=0.74, at=(0.55, 0.0), size=0.8):
+    """A labelled table for transfer tests: ``vertices, triangles, labels (T,), names`` with
+    segments "top" (the board) and "legs". kind: "rect" (``size`` deep along x, 1.2 ``size``
+    wide, four legs) or "round" (a disc of diameter ``size`` on one central column)."""
+    x, y = at
+    thick = 0.04
+    if kind == "rect":
+        parts = [("top", box((x, y, height - thick / 2), (size, 1.2 * size, thick), subdivisions=3))]
+        for dx in (-0.42 * size, 0.42 * size):
+            for dy in (-0.5 * size, 0.5 * size):
+                parts.append(("legs", box((x + dx, y + dy, (height - thick) / 2), (0.05, 0.05, height - thick),
+                                          subdivisions=1)))
+        verts, tris, ranges = merge(*[p for _, p in parts])
+        labels = np.concatenate([np.full(len(p[1]), 0 if n == "top" else 1) for n, p in parts])
+        return verts, tris, labels, ["top", "legs"]
+    disc_v, disc_t, disc_l, _ = pedestal_object("round", (x, y), thick, size, segments=32)
+    disc_v = disc_v + np.array([0.0, 0.0, height - thick])
+    col_v, col_t, _, _ = pedestal_object("round", (x, y), height - thick, 0.08, segments=12)
+    verts, tris, _ = merge((disc_v, disc_t), (col_v, col_t))
+    labels = np.concatenate([np.zeros(len(disc_t), np.int64), np.ones(len(col_t), np.int64)])
+    return verts, tris, labels, ["top", "legs"]
+
+
+def table_scene(frames=90, fps=30.0, height=1.0):
+    """The humanoid standing on the floor at a bar table, leaning on it a little (8° ± 3°
+    forward and back), its right hand resting on the table's near edge (the wrist 4 cm over
+    the top and 4 cm in from the edge, the hand flat along +x), the left arm hanging (the
+    transfer chapter's "hand on a table").
+
+    Returns ``skeleton, motion (F,J,3), (table vertices, triangles, labels, names)``: a
+    rectangular table ("top", "legs") whose near edge is 0.25 m in front of the hips.
+    """
+    skel, off = humanoid()
+    idx = skel.names.index
+    J = len(skel)
+    t = np.arange(frames) / fps
+    lean = np.radians(8.0 + 3.0 * np.sin(2.0 * np.pi * t / 2.5))
+    pos = np.zeros((frames, J, 3))
+    pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT]
+    _upper_body(pos, skel, off, _rot_y(lean))
+    edge, size = 0.25, 0.8
+    hand = np.tile([edge + 0.04, -0.2, height + 0.04], (frames, 1))
+    _arm_to(pos, skel, off, "Right", hand, np.array([-0.3, -1.0, 0.0]))
+    shoulder = pos[:, idx("LeftArm")]
+    _arm_to(pos, skel, off, "Left", shoulder + np.array([0.06, 0.05, -0.52]), np.array([-1.0, 0.3, 0.0]), flat=False)
+    _standing_legs(pos, skel, off, 0.0)
+    table = table_object("rect", height, (edge + size / 2, 0.0), size)
+    return skel, pos, table

@@ -114,7 +114,10 @@ def space_coverage(points, vertices, triangles, mask=None, n=RAYS, degree=None, 
     count = finite.sum(axis=1)
     e = np.where(count > 0, np.where(finite, d, 0.0).sum(axis=1) / np.maximum(count, 1), 1.0)
     dmin = np.where(count > 0, np.where(finite, d, np.inf).min(axis=1), 0.0)
-    F = np.where(finite, (dmin[:, None] + e[:, None]) / (np.where(finite, d, 0.0) + e[:, None]), 0.0)
+    # A point on the surface with every hit at depth 0 has 0 / 0: the shortest ray, F = 1.
+    num = np.broadcast_to(dmin[:, None] + e[:, None], d.shape)
+    den = np.where(finite, d, 0.0) + e[:, None]
+    F = np.where(finite, np.divide(num, den, out=np.ones_like(den), where=den > 0), 0.0)
     Y, deg = _basis(n, degree)
     a = F @ Y                                                              # (P,K) a_lm
     power = np.zeros((len(points), degree + 1))

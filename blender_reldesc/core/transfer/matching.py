@@ -37,6 +37,12 @@ MAX_CANDIDATES = 192
 #: The sampling step is at least this fraction of the reach (half the smallest bone, as the
 #: thesis, is 1 cm on a hand with fingers: millions of samples around a chair).
 MIN_STEP_OF_REACH = 1.0 / 16.0
+#: Width of the prior for staying put, as a fraction of the reach.
+PRIOR_OF_REACH = 0.25
+#: Shifts tried per placed joint when the joints move together (its heaviest candidates).
+SHIFTS_PER_JOINT = 6
+#: Open space is sampled this many steps beyond the farthest placed joint's distance.
+SHELL_STEPS = 2.0
 
 
 @dataclass
@@ -70,9 +76,11 @@ def _outside(points, segmented):
     return ~odd
 
 
-def open_space(novel, step, reach, seed=0):
+def open_space(novel, step, reach, seed=0, shell=None):
     """Jittered grid samples (P,3) with step ``step`` around ``novel``: within ``reach`` of
-    its surface and outside it."""
+    its surface and outside it; with ``shell`` (< reach), only those within ``shell`` of it,
+    the same samples as the whole set has there (the grid and its jitter are laid over the
+    reach either way)."""
     lo, hi = novel.vertices.min(axis=0) - reach, novel.vertices.max(axis=0) + reach
     axes = [np.arange(a, b + 0.5 * step, step) for a, b in zip(lo, hi)]
     grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
@@ -81,8 +89,13 @@ def open_space(novel, step, reach, seed=0):
                             "far larger than the character (wrong units?)")
     rng = np.random.default_rng(seed)
     grid = grid + rng.uniform(-0.25 * step, 0.25 * step, grid.shape)
+    within = reach if shell is None else min(float(shell), reach)
+    if within < reach:
+        near = np.all((grid >= novel.vertices.min(axis=0) - within) & (grid <= novel.vertices.max(axis=0) + within),
+                      axis=1)
+        grid = grid[near]
     dist, _ = closest_on(novel.vertices, novel.triangles, np.ones(len(novel.triangles), bool), grid)
-    grid = grid[(dist <= reach) & (dist > 1e-6)]
+    grid = grid[(dist <= within) & (dist > 1e-6)]
     return grid[_outside(grid, novel)]
 
 
@@ -112,9 +125,54 @@ def _refine(x, want, novel, names, limit, iterations=6):
     return x
 
 
+def _distance_gap(D_j, H_j, D_o, H_o):
+    """(J,P) how far each point's segment distances ``D_o (P,S)`` are from each joint's
+    ``D_j (J,S)``, a segment's height difference ``H`` (along up) counting where its sign
+    differs (over a seat or under it)."""
+    return np.sqrt(np.sum((D_j[:, None] - D_o[None]) ** 2, axis=-1)
+                   + np.sum((np.sign(H_j)[:, None] - np.sign(H_o)[None]) ** 2
+                            * np.minimum(np.abs(H_j)[:, None], np.abs(H_o)[None]) ** 2, axis=-1))
+
+
 def _box_coordinates(points, segmented):
     lo, hi = segmented.vertices.min(axis=0), segmented.vertices.max(axis=0)
     return (points - 0.5 * (lo + hi)) / np.maximum(0.5 * (hi - lo), 1e-9)
+
+
+def _move_together(joints, placed, first, D_j, H_j, scf_j, novel, names, step):
+    """Product decision: the joints move together. Each is matched on its own (Eq. 9-15), so
+    a hand and its fingers' end could land on two spots of a round table 30 cm apart, which
+    no posture reaches, and on a bench twice as wide as the chair the pelvis and the thighs
+    went 30 cm apart along it. The shifts that bring one joint onto one of its best
+    candidates are tried on all the joints at once, each scored at the shifted joints
+    themselves (their distance gap in steps, plus their SCF gap in units of that joint's
+    typical candidate gap; a shifted joint inside the object disqualifies the shift); the
+    joints start their refinement from their places moved by the best shift. Returns the
+    starts, one per placed joint."""
+    up = np.array([0.0, 0.0, 1.0])
+    shifts, scales = [], []
+    for (j, row, pts, w, *_), b in zip(placed, first):
+        best = np.argsort(-w, kind="stable")[:SHIFTS_PER_JOINT]
+        shifts += [pts[i] - joints[j] for i in np.r_[b, best]]
+        scales.append(np.median(np.linalg.norm(space_coverage(pts[best], novel.vertices, novel.triangles)
+                                               - scf_j[row], axis=1)))
+    shifts = np.unique(np.round(np.array(shifts) / (0.25 * step)), axis=0) * (0.25 * step)
+    rows = np.array([row for _, row, *_ in placed])
+    js = np.array([j for j, *_ in placed])
+    moved = (joints[js][None] + shifts[:, None]).reshape(-1, 3)                      # (K*n,3)
+    D_m = segment_distances(moved, novel, names)
+    H_m = (moved @ up)[:, None] - novel.centres(names) @ up
+    n = len(js)
+    gap = np.array([_distance_gap(D_j[rows[i]][None], H_j[rows[i]][None], D_m[i::n], H_m[i::n])[0]
+                    for i in range(n)]).T                                            # (K,n)
+    scf = space_coverage(moved, novel.vertices, novel.triangles).reshape(len(shifts), n, -1)
+    scf_gap = np.linalg.norm(scf - scf_j[rows][None], axis=-1) / np.maximum(scales, 1e-12)[None]
+    cost = (gap / step + scf_gap).sum(axis=1)
+    cost[~_outside(moved, novel).reshape(len(shifts), n).all(axis=1)] = np.inf
+    if not np.isfinite(cost).any():
+        return [pts[b] for (_, _, pts, *_), b in zip(placed, first)]
+    shift = shifts[int(np.argmin(cost))]
+    return [joints[j] + shift for j in js.tolist()]
 
 
 def match_joints(joints, template, novel, names, step, reach, near=None, seed=0):
@@ -130,7 +188,14 @@ def match_joints(joints, template, novel, names, step, reach, near=None, seed=0)
         near = closest_on(template.vertices, template.triangles, full, joints)[0] <= reach
     target, weight, clusters = np.full((J, 3), np.nan), np.zeros(J), np.zeros(J, np.int64)
     step = max(float(step), MIN_STEP_OF_REACH * float(reach))
-    samples = open_space(novel, step, reach, seed)
+    # Product decision (speed): open space only as far from the object as the placed joints
+    # were from the template, plus two steps. A sample farther out is farther than that from
+    # every segment, so its distances miss the joint's nearest one by more than two steps:
+    # it is never among the best by segment distance (the thesis samples an arm's length
+    # around the object: five times the samples around a table).
+    to_template = closest_on(template.vertices, template.triangles, full, joints[near])[0]
+    shell = min(float(reach), float(to_template.max(initial=0.0)) + SHELL_STEPS * step)
+    samples = open_space(novel, step, reach, seed, shell)
     if not near.any():
         return Targets(target, weight, clusters, samples)
     if len(samples) < 20:
@@ -147,39 +212,54 @@ def match_joints(joints, template, novel, names, step, reach, near=None, seed=0)
     up = np.array([0.0, 0.0, 1.0])
     H_j = (joints[near] @ up)[:, None] - template.centres(names) @ up
     H_o = (samples @ up)[:, None] - novel.centres(names) @ up
-    dseg = np.sqrt(np.sum((D_j[:, None] - D_o[None]) ** 2, axis=-1)
-                   + np.sum((np.sign(H_j)[:, None] - np.sign(H_o)[None]) ** 2
-                            * np.minimum(np.abs(H_j)[:, None], np.abs(H_o)[None]) ** 2, axis=-1))
+    dseg = _distance_gap(D_j, H_j, D_o, H_o)
     top = np.argsort(dseg, axis=1, kind="stable")[:, :k]
     wanted = np.unique(top)
     scf_o = np.zeros((len(samples), scf_j.shape[1]))
     scf_o[wanted] = space_coverage(samples[wanted], novel.vertices, novel.triangles)
     box_j = _box_coordinates(joints[near], template)
+    placed = []                                          # per joint: (j, row, points, weights, labels, agree)
     for row, j in enumerate(np.flatnonzero(near).tolist()):
         cand = top[row]
         dscf = np.linalg.norm(scf_o[cand] - scf_j[row], axis=1)
         keep = np.argsort(dscf, kind="stable")[:max(4, int(np.ceil(KEEP_COVERAGE * len(cand))))]   # Eq. 11-12
         cand, dscf, ds = cand[keep], dscf[keep], dseg[row, cand[keep]]
         w_scf = 1.0 / np.maximum(dscf, 1e-12)
-        w_seg = 1.0 / np.maximum(ds, 1e-12)
+        # Product decision: distance differences below half a sample step are the jittered
+        # grid's noise, not a better match; unfloored, the sample that happened to fall at the
+        # joint's distances outweighed every better SCF (a hand on a round table's rim went
+        # 18 cm in from it).
+        w_seg = 1.0 / np.maximum(ds, 0.5 * step)
         w = w_scf / w_scf.sum() + w_seg / w_seg.sum()                          # Eq. 13-15
         pts = samples[cand]
         pairs = cKDTree(pts).query_pairs(1.5 * step, output_type="ndarray")
         n = len(pts)
         graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
         count, label = connected_components(graph, directed=False)
-        # Sidedness: the clusters whose weighted centres sit on the joint's side of the aligned
-        # objects' boxes along the most axes, and of those the nearest to the joint (the objects
-        # are aligned: a seat's top is where the template's was, give or take its size).
+        # Sidedness: how many axes of the aligned objects' boxes each cluster's weighted centre
+        # shares the joint's side on (the objects are aligned: a seat's top is where the
+        # template's was, give or take its size).
         centres = np.array([np.average(pts[label == c], axis=0, weights=w[label == c]) for c in range(count)])
         agree = (np.sign(np.round(_box_coordinates(centres, novel), 6)) == np.sign(np.round(box_j[row], 6))).sum(axis=1)
-        far = np.linalg.norm(centres - joints[j], axis=1)
-        chosen = int(np.lexsort((far, -agree))[0])
+        placed.append((j, row, pts, w, label, centres, agree))
+        clusters[j] = count
+
+    def pick(item, goal, width=PRIOR_OF_REACH * reach):
+        """The cluster on the joint's side nearest ``goal``, and in it the candidate of largest
+        weight with a prior (``width``) for lying near ``goal``."""
+        j, row, pts, w, label, centres, agree = item
+        chosen = int(np.lexsort((np.linalg.norm(centres - goal, axis=1), -agree))[0])
         inside = np.flatnonzero(label == chosen)
         # Product decision: within the cluster the weight is taken with a prior for staying
         # where the joint was (the objects are aligned): a cluster wrapping a seat's edge held
         # candidates above and under it, and the heaviest was under it.
-        prior = np.exp(-0.5 * (np.linalg.norm(pts[inside] - joints[j], axis=1) / (0.25 * reach)) ** 2)
-        best = inside[np.argmax(w[inside] * prior)]
-        target[j], weight[j], clusters[j] = _refine(pts[best], D_j[row], novel, names, 2.0 * step), w[best], count
+        prior = np.exp(-0.5 * (np.linalg.norm(pts[inside] - goal, axis=1) / width) ** 2)
+        return inside[np.argmax(w[inside] * prior)]
+
+    first = [pick(item, joints[item[0]]) for item in placed]
+    starts = [item[2][b] for item, b in zip(placed, first)]
+    if len(placed) > 1:
+        starts = _move_together(joints, placed, first, D_j, H_j, scf_j, novel, names, step)
+    for (j, row, pts, w, *_), best, start in zip(placed, first, starts):
+        target[j], weight[j] = _refine(start, D_j[row], novel, names, 2.0 * step), w[best]
     return Targets(target, weight, clusters, samples)

@@ -125,6 +125,11 @@ def match_parts(template, novel):
     return Segmented(novel.vertices, novel.triangles, labels, list(template.names))
 
 
+#: Segment centres whose offsets across ``up`` are below this fraction of their spread are
+#: stacked: they fix no turn about up.
+STACKED = 0.1
+
+
 def align(template, novel, names=None, up=(0.0, 0.0, 1.0)):
     """``(R (3,3), t (3,))``: the rigid motion x -> R x + t that brings the novel object's
     segment centres closest to the template's (least squares). With three or more segments
@@ -148,6 +153,11 @@ def align(template, novel, names=None, up=(0.0, 0.0, 1.0)):
         # (the least-squares angle: atan2 of the summed cross and dot products).
         xp, yp = x - np.outer(x @ up, up), y - np.outer(y @ up, up)
         angle = np.arctan2(np.sum(np.cross(xp, yp) @ up), np.sum(xp * yp))
+        # Centres stacked along up (a table's top over its legs) fix no turn: the angle would
+        # be that of rounding noise (a table moved without turning came out turned 17°).
+        spread = max(np.linalg.norm(x), np.linalg.norm(y))
+        if min(np.linalg.norm(xp), np.linalg.norm(yp)) < STACKED * spread:
+            angle = 0.0
         K = np.array([[0, -up[2], up[1]], [up[2], 0, -up[0]], [-up[1], up[0], 0]])
         R = np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
     else:

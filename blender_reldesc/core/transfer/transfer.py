@@ -42,6 +42,9 @@ CONTACT = 0.08
 REACH = 0.4
 #: Affinity of the matched joints and of the others in the key posture's fit.
 MATCHED_AFFINITY, FOLLOW_AFFINITY = 1.0, 0.15
+#: The key posture's fit stops when no joint moves more than this many body heights in a
+#: step, or after FIT_STEPS steps.
+FIT_TOLERANCE, FIT_STEPS = 1e-6, 1500
 
 
 @dataclass
@@ -147,7 +150,10 @@ def transfer(binding, mesh, template_triangles, template, novel, *, seed=0, **op
     pose = motion[key]
     # Matching in the template's frame (the novel object aligned onto it).
     aligned = novel.moved(R, t)
-    to_object = closest_on(template.vertices, template.triangles, full, pose)[0]
+    # Near the object by its shared segments: a joint by a chair's back has nothing to match
+    # on a stool (an elbow by the back went 27 cm down, matched on the seat alone).
+    shared = np.isin(template.labels, [template.names.index(n) for n in names])
+    to_object = closest_on(template.vertices, template.triangles, shared, pose)[0]
     rest = np.ones(mesh.triangle_count, bool)
     rest[template_triangles] = False
     rest &= mesh.valid
@@ -201,9 +207,12 @@ def transfer(binding, mesh, template_triangles, template, novel, *, seed=0, **op
     shift = np.mean(targets[matched] - carried[matched], axis=0)
     goal = np.where(matched[:, None], targets, np.where(resting[:, None], carried, carried + shift))
     affinity = np.where(matched | resting, MATCHED_AFFINITY, FOLLOW_AFFINITY)
-    collide = Collisions(combined, H, F)
+    collide = Collisions(combined, H, F, keep_dips=False)
     collide.set_targets(np.array([key]), goal[None])
-    posture = rig.warper(collide).first(goal, carried, affinity, f=key)
+    # Settled to a micrometre (the targets are half a sample step apart at best; an
+    # unreachable set of them kept the default 1e-10 body heights stepping for seconds).
+    posture = rig.warper(collide).settle(goal[None], carried[None], affinity[None], np.array([key]),
+                                         max_steps=FIT_STEPS, tolerance=FIT_TOLERANCE)[0]
     seconds["fit"] = time.perf_counter() - t1
     # Re-embedding (§4.7): every descriptor, starting where carrying it with the object puts
     # it (the floor's too: a chair moved across the room takes the sitting with it), so that

@@ -12,6 +12,10 @@ def _is_curve(self, ob):
     return ob.type == 'CURVE'
 
 
+def _is_mesh(self, ob):
+    return ob.type == 'MESH'
+
+
 def _live_changed(self, context):
     from . import live
     live.sync(context.scene)
@@ -125,6 +129,12 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                                    description="Comma-separated actions of this armature that reach for things: "
                                                "the path and timing are learnt from them (empty: a straight, "
                                                "minimum-jerk reach)")
+    transfer_from: PointerProperty(name="From", type=bpy.types.Object, poll=_is_mesh,
+                                   description="The object of the bound environment the motion interacts with "
+                                               "(a chair the character sits on)")
+    transfer_to: PointerProperty(name="To", type=bpy.types.Object, poll=_is_mesh,
+                                 description="The object to move the interaction to (a stool): its parts named "
+                                             "like the first's by vertex groups, or matched by where they sit")
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.

@@ -15,13 +15,20 @@ class RELDESC_OT_transfer(_JobOperator, bpy.types.Operator):
     bl_options = {'REGISTER', 'UNDO'}
 
     source_object: StringProperty(name="From", default="", options={'SKIP_SAVE'},
-                                  description="The object of the bound environment the motion interacts with")
+                                  description="The object of the bound environment the motion interacts with "
+                                              "(empty: the panel's From)")
     target_object: StringProperty(name="To", default="", options={'SKIP_SAVE'},
-                                  description="The object to move the interaction to")
+                                  description="The object to move the interaction to (empty: the panel's To)")
 
     def make_job(self, context, warn):
-        return transfer.TransferJob(context.scene, self.get_armature(context), self.source_object,
-                                    self.target_object, warn=warn, options=jobs.bake_options_from_scene(context.scene))
+        s = context.scene.reldesc
+        source = self.source_object or (s.transfer_from.name if s.transfer_from else "")
+        target = self.target_object or (s.transfer_to.name if s.transfer_to else "")
+        if not source or not target:
+            raise jobs.SceneError("pick the object the motion interacts with (From) and the object to move it to "
+                                  "(To) in the Transfer panel")
+        return transfer.TransferJob(context.scene, self.get_armature(context), source, target, warn=warn,
+                                    options=jobs.bake_options_from_scene(context.scene))
 
     def finish(self, context, report):
         t = report["transfer"]

@@ -2,7 +2,7 @@
 
 import bpy
 
-from .. import adapter
+from .. import adapter, transfer
 from ..jobs import environment_status
 
 
@@ -252,6 +252,26 @@ class RELDESC_PT_reaching(_SubPanel, bpy.types.Panel):
         layout.operator("reldesc.reach", icon='VIEW_PAN')
 
 
+class RELDESC_PT_transfer(_SubPanel, bpy.types.Panel):
+    bl_label = "Transfer to Object"
+
+    def draw(self, context):
+        layout = self.layout
+        s = context.scene.reldesc
+        layout.label(text="The bound motion, moved to another object:")
+        col = layout.column(align=True)
+        col.prop(s, "transfer_from")
+        col.prop(s, "transfer_to")
+        if s.transfer_from is not None and s.transfer_to is not None:
+            shared = sorted({g.name for g in s.transfer_from.vertex_groups}
+                            & {g.name for g in s.transfer_to.vertex_groups} - transfer.NOT_SEGMENTS)
+            layout.label(text=("Parts: " + ", ".join(shared)) if shared else "Parts: matched by where they sit",
+                         icon='GROUP_VERTEX')
+        row = layout.row()
+        row.enabled = s.transfer_from is not None and s.transfer_to is not None
+        row.operator("reldesc.transfer", icon='ARROW_LEFTRIGHT')
+
+
 classes = (RELDESC_PT_main, RELDESC_PT_bake_options, RELDESC_PT_affinity, RELDESC_PT_influence, RELDESC_PT_overlay, RELDESC_PT_diagnostics,
-           RELDESC_PT_contacts, RELDESC_PT_locomotion, RELDESC_PT_reaching)
+           RELDESC_PT_contacts, RELDESC_PT_locomotion, RELDESC_PT_reaching, RELDESC_PT_transfer)
 register, unregister = bpy.utils.register_classes_factory(classes)

@@ -870,7 +870,7 @@ class _TrunkModel:
 
 def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, vertex_influence=None, *,
           pins=None, collisions=True, solver_options=None, progress=None, hinges=None, embeddings=(),
-          solver="descriptors", collide_with=None):
+          solver="descriptors", collide_with=None, guide=None):
     """Adapt the bound motion to a deformed environment (and new bone lengths).
 
     Parameters
@@ -901,6 +901,9 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     embeddings : ``descriptors.Reembedded`` of moved contacts: over their frames, the targets
         blend to those of the re-embedded descriptors, and the joints they hold
         (``Reembedded.held``) are pinned on those targets (``contacts.continuity``).
+    guide : optional ``characters.Guide``: targets from partners (F,J,3) blended in by their
+        proximity against the environment's affinity, and collisions with the partners'
+        capsules chained after the environment's (``characters.adapt_partners``).
     collide_with : optional static TriMesh the joints collide with instead of ``deformed_mesh``
         (an environment whose objects changed: ``transfer`` swaps an object for another).
     solver : "descriptors" (the relationship descriptors and the warping solver, default) or
@@ -924,6 +927,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     check_topology(binding, deformed_mesh)
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
+    if guide is not None:
+        targets, affinity = _guided(targets, affinity, guide)
     rig.hold_embeddings(targets)
     frames = np.arange(binding.frame_count)
     collide = None
@@ -932,9 +937,24 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         collide = Collisions(deformed_mesh if collide_with is None else collide_with, binding.body_height,
                              binding.frame_count, keep_dips=collide_with is None)
         collide.set_targets(frames, targets)
+    if guide is not None and guide.collide is not None:
+        guide.collide.inner = collide
+        collide = guide.collide
     solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
     positions = rig.finish(solved, frames)
     return _result(rig, solved, positions, targets, affinity, frames)
+
+
+def _guided(targets, affinity, guide):
+    """Targets and affinities with a ``characters.Guide`` blended in: per joint, the guide's
+    share is its proximity against the environment's affinity (a hand holding a partner's
+    hand follows the partner; a foot on the floor, the floor), the affinity the larger."""
+    t = np.asarray(guide.targets, float)
+    prox = np.where(np.isnan(t[..., 0]), 0.0, np.asarray(guide.proximity, float))
+    share = prox / np.maximum(prox + affinity, 1e-12)
+    share = np.where(prox + affinity > 0, share, 0.0)
+    out = targets + share[..., None] * (np.nan_to_num(t) - targets)
+    return out, np.maximum(affinity, prox)
 
 
 def _result(rig, solved, positions, targets, affinity, frames):

@@ -859,3 +859,41 @@ def table_scene(frames=90, fps=30.0, height=1.0):
     _standing_legs(pos, skel, off, 0.0)
     table = table_object("rect", height, (edge + size / 2, 0.0), size)
     return skel, pos, table
+
+
+def pair_scene(frames=90, fps=30.0, apart=0.6):
+    """Two humanoids standing face to face ``apart`` metres apart on the floor, holding hands:
+    A (at -x, facing +x) holds B's left hand in its right, the clasped hands swinging 6 cm up
+    and down, both trunks swaying ±3° forward and back, the free arms hanging.
+
+    Returns ``skeleton, (motion_a (F,J,3), motion_b (F,J,3))`` (one skeleton, two clips); the
+    clasped hands' joints are A's ``RightHand`` and B's ``LeftHand``, 4 cm apart.
+    """
+    skel, off = humanoid()
+    idx = skel.names.index
+    t = np.arange(frames) / fps
+    grip = np.stack([np.zeros(frames), np.full(frames, -0.2), 1.1 + 0.03 * np.sin(2.0 * np.pi * t / 2.0)], axis=1)
+
+    def one(x0, turn, side, phase):
+        lean = np.radians(3.0) * np.sin(2.0 * np.pi * t / 2.5 + phase)
+        pos = np.zeros((frames, len(skel), 3))
+        pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT]
+        _upper_body(pos, skel, off, _rot_y(lean))
+        c, s = np.cos(turn), np.sin(turn)
+        Rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        origin = np.array([x0, 0.0, 0.0])
+        # The grip in this character's own frame (facing +x), 2 cm short of it on its side.
+        local = (grip - origin) @ Rz - np.array([0.02, 0.0, 0.0])
+        sign = -1.0 if side == "Right" else 1.0
+        _arm_to(pos, skel, off, side, local, np.array([-0.3, sign, -0.5]))
+        other = "Left" if side == "Right" else "Right"
+        osign = -sign
+        shoulder = pos[:, idx(other + "Arm")]
+        _arm_to(pos, skel, off, other, shoulder + np.array([0.06, osign * 0.05, -0.52]), np.array([-1.0, osign * 0.3, 0.0]),
+                flat=False)
+        _standing_legs(pos, skel, off, 0.0)
+        return pos @ Rz.T + origin
+
+    a = one(-apart / 2, 0.0, "Right", 0.0)
+    b = one(apart / 2, np.pi, "Left", 1.3)
+    return skel, (a, b)

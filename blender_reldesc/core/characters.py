@@ -1,0 +1,353 @@
+"""Interactions between characters (Al-Asqhar et al. 2013, §9 "Multiple characters").
+
+Another character's bones are capsules: a segment (parent joint to child joint) and a radius.
+Every joint of a character is described relative to each capsule of its partners as well as
+to the environment: the descriptor point is the closest point on the bone's segment, re-found
+every frame (it slides along the bone), and the joint's offset from it is kept in the bone's
+own frame (the bone's axis, and a reference across it from the neighbouring bones).
+
+When the capsules change (a partner grows 20 %, its radii with it) the offset is rescaled
+so that the joint keeps its clearance from the capsule's surface (Eq. 12):
+``|(α, β, γ)| = r_i + l_ij``, the radius new and the clearance as in the source.
+
+``bind_partners(bindings, radii)`` takes each character's ``Binding`` (bound with the
+environment as usual; the clips have the same frames) and keeps, per character, joint and
+partner bone, the source's offsets. ``adapt_partners(...)`` adapts the characters together:
+
+1. each character is first adapted to the environment alone;
+2. then, for ``rounds`` rounds (five: the paper's three iterations, the first repeated), each character is
+   adapted again with its joints also drawn to where its partners' capsules, as just solved,
+   put them; the spatial window shrinks over the rounds: every capsule with weight 1, then
+   within half the body height, then the fade window of Eq. 5 (r2 = r1 + H / 4);
+3. a joint's target blends its environment target and its partner target by how close each
+   is (the descriptors' proximity weighting of ``descriptors.reconstruct``), and joints are
+   pushed out of the partners' capsules where they are deeper than in the source.
+
+Product decision: the paper re-projects the partner descriptors inside each frame's solver
+iterations; here each round solves whole clips one character after the other (block
+Gauss-Seidel over characters), so each character keeps the whole single-character pipeline
+(joint limits, hinges, collisions, exact bone lengths, the batched solver).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InputError
+
+#: Default capsule radius as a fraction of the bone's length (the body's average limb).
+RADIUS_FRACTION = 0.12
+#: Rounds of solving each character against its partners' latest poses.
+ROUNDS = 5
+#: Fade window of the last round (Eq. 5), body heights.
+WINDOW = 0.25
+#: A partner capsule whose surface is this close (body heights) counts as touched:
+#: proximity weighting ``min(1, d0 / l)``.
+CONTACT = 0.015
+
+
+def capsule_radii(skeleton, motion, fraction=RADIUS_FRACTION, radii=None):
+    """(J,) the capsule radius of the bone ending at each joint (0 for roots): ``fraction`` of
+    the bone's mean length, or ``radii`` ({joint name: radius} or (J,), NaN = default)."""
+    lengths = skeleton.bone_lengths(motion).mean(axis=0)
+    out = np.where(skeleton.parents >= 0, fraction * lengths, 0.0)
+    if radii is None:
+        return out
+    if isinstance(radii, dict):
+        for name, r in radii.items():
+            out[skeleton.index(name)] = float(r)
+        return out
+    radii = np.asarray(radii, float)
+    if radii.shape != out.shape:
+        raise InputError(f"radii must have one value per joint ({len(out)}), got shape {radii.shape}")
+    return np.where(np.isnan(radii), out, radii)
+
+
+def closest_on_segments(p, a, b):
+    """Closest points on segments a->b to points p (broadcast, (...,3)): ``(point, t)``."""
+    ab = b - a
+    denom = np.einsum("...d,...d->...", ab, ab)
+    t = np.einsum("...d,...d->...", p - a, ab) / np.maximum(denom, 1e-300)
+    t = np.clip(t, 0.0, 1.0)
+    return a + t[..., None] * ab, t
+
+
+def _bone_frames(skeleton, positions, bones):
+    """(F,B,3,3) a frame per bone of ``positions`` (F,J,3) (columns: the axis, a reference
+    across it, their cross product). The reference is the parent bone's direction across the
+    axis, else the first child bone's, else the body's side-to-side line (the root's two
+    children farthest apart), else a world axis: the first of them more than 10° off the axis
+    on that frame."""
+    P = positions
+    u = P[:, bones[:, 1]] - P[:, bones[:, 0]]
+    u = u / np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-300)
+    parents = skeleton.parents
+    kids = [skeleton.children(j) for j in range(len(skeleton))]
+    F, B = u.shape[:2]
+    zero = np.zeros((F, 3))
+    candidates = [[] for _ in range(B)]
+    for k, (pa, ch) in enumerate(bones.tolist()):
+        if parents[pa] >= 0:
+            candidates[k].append(P[:, pa] - P[:, parents[pa]])
+        if len(kids[ch]):
+            candidates[k].append(P[:, kids[ch][0]] - P[:, ch])
+    roots = np.flatnonzero(parents < 0)
+    rk = kids[int(roots[0])] if len(roots) else []
+    if len(rk) >= 2:
+        spread = np.linalg.norm(P[:, rk][:, :, None] - P[:, rk][:, None], axis=-1).mean(axis=0)
+        i, j = divmod(int(np.argmax(spread)), len(rk))
+        side = P[:, rk[j]] - P[:, rk[i]]
+        for k in range(B):
+            candidates[k].append(side)
+    for k in range(B):
+        candidates[k] += [zero + axis for axis in np.eye(3)]
+    ref = np.zeros((F, B, 3))
+    for k in range(B):
+        have = np.zeros(F, bool)
+        for v in candidates[k]:
+            across = v - np.einsum("fd,fd->f", v, u[:, k])[:, None] * u[:, k]
+            n = np.linalg.norm(across, axis=-1)
+            ok = ~have & (n > np.sin(np.radians(10.0)) * np.linalg.norm(v, axis=-1))
+            ref[ok, k] = across[ok] / n[ok, None]
+            have |= ok
+    return np.stack([u, ref, np.cross(u, ref)], axis=-1)
+
+
+@dataclass
+class Relations:
+    """The source's relations of one character's joints to one partner's capsules, per frame:
+    ``offset (F,J,B,3)`` the joint's offset from its closest point on each bone, in the
+    bone's frame; ``clearance (F,J,B)`` its distance to the capsule's surface (Eq. 12's
+    l_ij, may be negative for a joint inside a capsule); the partner index, its bones (B,2)
+    and the capsule radii (B,) it was bound with."""
+
+    partner: int
+    bones: np.ndarray
+    radii: np.ndarray
+    offset: np.ndarray
+    clearance: np.ndarray
+
+
+@dataclass
+class Partners:
+    """``bind_partners``' result: per character, its ``Relations`` to each partner."""
+
+    relations: list = field(default_factory=list)
+    radii: list = field(default_factory=list)
+    skeletons: list = field(default_factory=list)
+    body_height: float = 1.0
+
+
+def _bones(skeleton, motion):
+    """(B,2) the bones of non-zero length (parent, child)."""
+    bones = skeleton.bones
+    length = skeleton.bone_lengths(motion).mean(axis=0)
+    return bones[length[bones[:, 1]] > 1e-6 * max(float(length.max(initial=0.0)), 1e-300)]
+
+
+def bind_partners(bindings, radii=None):
+    """Relations between characters (§9) from their source clips.
+
+    bindings : a ``Binding`` per character (the same number of frames).
+    radii : per character, None (``RADIUS_FRACTION`` of each bone's length), (J,) radii of the
+        bone ending at each joint, or {joint name: radius}.
+    """
+    bindings = list(bindings)
+    if len(bindings) < 2:
+        raise InputError("partners need at least two characters")
+    F = bindings[0].frame_count
+    if any(b.frame_count != F for b in bindings):
+        raise InputError("the characters' clips must have the same frames: "
+                         + ", ".join(str(b.frame_count) for b in bindings))
+    radii = [None] * len(bindings) if radii is None else list(radii)
+    caps = [capsule_radii(b.skeleton, b.motion, radii=r) for b, r in zip(bindings, radii)]
+    out = Partners(radii=caps, skeletons=[b.skeleton for b in bindings],
+                   body_height=float(np.mean([b.body_height for b in bindings])))
+    for c, b in enumerate(bindings):
+        mine = []
+        for o, other in enumerate(bindings):
+            if o == c:
+                continue
+            bones = _bones(other.skeleton, other.motion)
+            a, e = other.motion[:, bones[:, 0]], other.motion[:, bones[:, 1]]           # (F,B,3)
+            p = b.motion[:, :, None]                                                 # (F,J,1,3)
+            foot, _ = closest_on_segments(p, a[:, None], e[:, None])                 # (F,J,B,3)
+            v = p - foot
+            frames = _bone_frames(other.skeleton, other.motion, bones)               # (F,B,3,3)
+            offset = np.einsum("fbdk,fjbd->fjbk", frames, v)
+            r = caps[o][bones[:, 1]]
+            mine.append(Relations(o, bones, r, offset, np.linalg.norm(v, axis=-1) - r))
+        out.relations.append(mine)
+    return out
+
+
+def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None):
+    """Targets of character ``c``'s joints from its partners' capsules, with their weights.
+
+    positions : (F,J,3) the character's current joints (each descriptor point is the closest
+        point on a partner bone to them); poses : per character (F,J_o,3) its current joints
+        (the partners' are used); radii : per character (J_o,) capsule radii now (default:
+        as bound); window : None for every capsule with weight 1, else the fade window
+        (Eq. 5) in length units.
+    Returns ``targets (F,J,3)``, ``proximity (F,J)`` in [0, 1] (how close the nearest weighted
+    capsule is: ``min(1, d0 / clearance)``), and ``depth (F,J)`` the source's deepest
+    penetration into each partner's capsules (0 where none; for the collision push).
+    """
+    H = partners.body_height if body_height is None else body_height
+    rels = partners.relations[c]
+    F, J, _ = positions.shape
+    num = np.zeros((F, J, 3))
+    den = np.zeros((F, J))
+    prox = np.zeros((F, J))
+    parts = []
+    for rel in rels:
+        o = rel.partner
+        pose = poses[o]
+        bones = rel.bones
+        r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
+        a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
+        foot, _ = closest_on_segments(positions[:, :, None], a[:, None], e[:, None])      # (F,J,B,3)
+        frames = _bone_frames(partners.skeletons[o], pose, bones)                          # (F,B,3,3)
+        # Eq. 12: the offset's length becomes the new radius plus the source clearance.
+        length = np.linalg.norm(rel.offset, axis=-1)
+        want = np.maximum(r_now[None, None] + rel.clearance, 0.0)
+        scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
+        t = foot + np.einsum("fbdk,fjbk->fjbd", frames, rel.offset * scale[..., None])
+        parts.append((t, rel.clearance))
+    if not parts:
+        return np.full((F, J, 3), np.nan), prox, prox
+    T = np.concatenate([t for t, _ in parts], axis=2)                                    # (F,J,Btot,3)
+    L = np.concatenate([lc for _, lc in parts], axis=2)                                  # (F,J,Btot)
+    dist = np.maximum(L, 0.0)
+    d0 = CONTACT * H
+    if window is None:
+        w = np.ones_like(dist)
+    else:
+        r1 = dist.min(axis=2, keepdims=True)
+        w = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)                                # Eq. 5
+        # Product decision: weighted by proximity too, min(1, d0 / clearance), as the
+        # environment's affinity is: within the paper's window (a quarter of the body height)
+        # a hand holding a grown partner's hand also kept its offsets from the partner's
+        # forearm and chest, and the hands stayed 7 cm apart where they were 4.
+        w = w * np.clip(d0 / np.maximum(dist, d0), 0.0, 1.0)
+    den = w.sum(axis=2)
+    num = np.einsum("fjb,fjbd->fjd", w, T)
+    targets = num / np.maximum(den, 1e-300)[..., None]
+    prox = np.clip(d0 / np.maximum(dist.min(axis=2), d0), 0.0, 1.0)
+    depth = np.maximum(-L.min(axis=2), 0.0)
+    return targets, prox, depth
+
+
+class CapsuleCollisions:
+    """Pushes a character's joints out of its partners' capsules (as they now are), where a
+    joint is deeper than it was in the source (``depth`` (F,J)), chained after the
+    environment's collisions (``inner``)."""
+
+    def __init__(self, capsules, depth, inner=None):
+        self.capsules = capsules            # list of (a (F,B,3), b (F,B,3), r (B,))
+        self.depth = depth
+        self.inner = inner
+
+    def set_targets(self, frames, targets):
+        if self.inner is not None:
+            self.inner.set_targets(frames, targets)
+
+    def __call__(self, p, fs):
+        if self.inner is not None:
+            p = self.inner(p, fs)
+        if p.ndim == 2:
+            return self(p[None], np.atleast_1d(fs))[0]
+        fs = np.asarray(fs)
+        allowed = self.depth[fs]                                                     # (S,J)
+        for a, b, r in self.capsules:
+            foot, _ = closest_on_segments(p[:, :, None], a[fs][:, None], b[fs][:, None])   # (S,J,B,3)
+            v = p[:, :, None] - foot
+            n = np.linalg.norm(v, axis=-1)
+            inside = r[None, None] - allowed[..., None] - n                              # >0: too deep
+            k = np.argmax(inside, axis=2)
+            worst = np.take_along_axis(inside, k[..., None], axis=2)[..., 0]
+            push = worst > 0
+            if push.any():
+                s, j = np.nonzero(push)
+                vv = v[s, j, k[s, j]]
+                nn = n[s, j, k[s, j]]
+                direction = np.where(nn[:, None] > 1e-12, vv / np.maximum(nn, 1e-300)[:, None], [0.0, 0.0, 1.0])
+                p[s, j] += direction * worst[s, j][:, None]
+        return p
+
+
+def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
+                   **options):
+    """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
+
+    bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
+        TriMesh for all); partners : ``bind_partners``' result.
+    bone_lengths, radii : per character (None: unchanged), as ``adapt``'s bone_lengths and
+        ``capsule_radii``'s radii.
+    poses : per character, None to adapt it, or (F,J,3) joints it has now (its motion edited
+        in the scene): it is not adapted, the others follow it.
+    options : passed to every ``adapt``.
+    """
+    from .adaptation import AdaptResult, Rig, adapt
+    bindings = list(bindings)
+    n = len(bindings)
+    if len(partners.relations) != n:
+        raise InputError(f"the partners were bound for {len(partners.relations)} characters, not {n}")
+    meshes = list(meshes) if isinstance(meshes, (list, tuple)) else [meshes] * n
+    bone_lengths = [None] * n if bone_lengths is None else list(bone_lengths)
+    poses = [None] * n if poses is None else list(poses)
+    now_radii = [capsule_radii(b.skeleton, b.motion, radii=r) if r is not None else partners.radii[c]
+                 for c, (b, r) in enumerate(zip(bindings, [None] * n if radii is None else radii))]
+    # The bone lengths' scale goes to the default radii too (a bigger character is thicker).
+    for c, (b, bl) in enumerate(zip(bindings, bone_lengths)):
+        if bl is not None and (radii is None or radii[c] is None):
+            now_radii[c] = partners.radii[c] * Rig(b, bl).scale
+    H = partners.body_height
+    results = [None] * n
+    current = []
+    for c, b in enumerate(bindings):
+        if poses[c] is not None:
+            pose = np.asarray(poses[c], float)
+            if pose.shape != b.motion.shape:
+                raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
+            current.append(pose)
+        else:
+            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], **options)
+            current.append(results[c].positions)
+    # The paper's three windows (every capsule, half the body height, Eq. 5's fade), the first
+    # repeated: rounds are whole-clip solves of one character after the other, and a grown
+    # partner's hand met the other's (4 cm apart in the source) 7 cm apart after three rounds,
+    # 5 cm after four, 3-4 cm after five.
+    windows = ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
+    for window in windows:
+        for c, b in enumerate(bindings):
+            if poses[c] is not None:
+                continue
+            t, prox, depth = partner_targets(partners, c, current[c], current, now_radii, window, H)
+            caps = []
+            for rel in partners.relations[c]:
+                o = rel.partner
+                caps.append((current[o][:, rel.bones[:, 0]], current[o][:, rel.bones[:, 1]],
+                             now_radii[o][rel.bones[:, 1]]))
+            guide = Guide(t, prox, CapsuleCollisions(caps, depth))
+            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide, **options)
+            current[c] = results[c].positions
+    for c, b in enumerate(bindings):
+        if results[c] is None:                   # given, not adapted: reported as it is
+            zeros = np.zeros(current[c].shape[:2])
+            results[c] = AdaptResult(current[c], current[c], zeros, zeros[:, 0], zeros[:, 0],
+                                     b.skeleton.bone_lengths(current[c]), zeros, {}, [])
+    return results
+
+
+@dataclass
+class Guide:
+    """Extra joint targets blended into ``adapt``'s: ``targets (F,J,3)``, ``proximity (F,J)``
+    in [0,1] (the blend weight against the environment's own proximity) and an optional
+    ``collide`` chained after the environment's collisions (with ``inner`` set by ``adapt``)."""
+
+    targets: np.ndarray
+    proximity: np.ndarray
+    collide: object = None

@@ -861,20 +861,22 @@ def table_scene(frames=90, fps=30.0, height=1.0):
     return skel, pos, table
 
 
-def pair_scene(frames=90, fps=30.0, apart=0.6):
-    """Two humanoids standing face to face ``apart`` metres apart on the floor, holding hands:
-    A (at -x, facing +x) holds B's left hand in its right, the clasped hands swinging 6 cm up
-    and down, both trunks swaying ±3° forward and back, the free arms hanging.
+def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
+    """Two humanoids standing face to face ``apart`` metres apart on the floor, both trunks
+    swaying ±3° forward and back, the free arms hanging. ``hold``:
 
-    Returns ``skeleton, (motion_a (F,J,3), motion_b (F,J,3))`` (one skeleton, two clips); the
-    clasped hands' joints are A's ``RightHand`` and B's ``LeftHand``, 4 cm apart.
+    - "hands": A (at -x, facing +x) holds B's left hand in its right, the clasped hands
+      swinging 6 cm up and down (A's ``RightHand`` and B's ``LeftHand`` 4 cm apart);
+    - "shoulder": A's right hand rests on B's left shoulder (``RightHand`` 5 cm over B's
+      ``LeftArm``, the hand flat), B's arms hanging (use ``apart`` 0.5).
+
+    Returns ``skeleton, (motion_a (F,J,3), motion_b (F,J,3))`` (one skeleton, two clips).
     """
     skel, off = humanoid()
     idx = skel.names.index
     t = np.arange(frames) / fps
-    grip = np.stack([np.zeros(frames), np.full(frames, -0.2), 1.1 + 0.03 * np.sin(2.0 * np.pi * t / 2.0)], axis=1)
 
-    def one(x0, turn, side, phase):
+    def one(x0, turn, side, target, phase):
         lean = np.radians(3.0) * np.sin(2.0 * np.pi * t / 2.5 + phase)
         pos = np.zeros((frames, len(skel), 3))
         pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT]
@@ -882,18 +884,26 @@ def pair_scene(frames=90, fps=30.0, apart=0.6):
         c, s = np.cos(turn), np.sin(turn)
         Rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
         origin = np.array([x0, 0.0, 0.0])
-        # The grip in this character's own frame (facing +x), 2 cm short of it on its side.
-        local = (grip - origin) @ Rz - np.array([0.02, 0.0, 0.0])
-        sign = -1.0 if side == "Right" else 1.0
-        _arm_to(pos, skel, off, side, local, np.array([-0.3, sign, -0.5]))
-        other = "Left" if side == "Right" else "Right"
-        osign = -sign
-        shoulder = pos[:, idx(other + "Arm")]
-        _arm_to(pos, skel, off, other, shoulder + np.array([0.06, osign * 0.05, -0.52]), np.array([-1.0, osign * 0.3, 0.0]),
-                flat=False)
+        for arm in ("Left", "Right"):
+            sign = 1.0 if arm == "Left" else -1.0
+            if arm == side:
+                local = (target - origin) @ Rz                   # the target in this character's frame
+                _arm_to(pos, skel, off, arm, local, np.array([-0.3, sign, -0.5]))
+            else:
+                shoulder = pos[:, idx(arm + "Arm")]
+                _arm_to(pos, skel, off, arm, shoulder + np.array([0.06, sign * 0.05, -0.52]),
+                        np.array([-1.0, sign * 0.3, 0.0]), flat=False)
         _standing_legs(pos, skel, off, 0.0)
         return pos @ Rz.T + origin
 
-    a = one(-apart / 2, 0.0, "Right", 0.0)
-    b = one(apart / 2, np.pi, "Left", 1.3)
+    if hold == "hands":
+        grip = np.stack([np.zeros(frames), np.full(frames, -0.2), 1.1 + 0.03 * np.sin(2.0 * np.pi * t / 2.0)],
+                        axis=1)
+        a = one(-apart / 2, 0.0, "Right", grip - [0.02, 0.0, 0.0], 0.0)
+        b = one(apart / 2, np.pi, "Left", grip + [0.02, 0.0, 0.0], 1.3)
+    elif hold == "shoulder":
+        b = one(apart / 2, np.pi, None, None, 1.3)
+        a = one(-apart / 2, 0.0, "Right", b[:, idx("LeftArm")] + [0.0, 0.0, 0.05], 0.0)
+    else:
+        raise ValueError(f"hold must be 'hands' or 'shoulder', got {hold!r}")
     return skel, (a, b)

@@ -94,6 +94,10 @@ class Warper:
     segments : ``run`` splits a clip longer than this many frames into segments solved
         together (0: never; see ``run``).
     warmup : frames each segment after the first is solved from before its own first frame.
+    static_tolerance, static_steps : a clip's frame 0 settles until no joint moves more than
+        this many body heights in a step, or for this many steps.
+    segment_tolerance : body heights within which a segment's start must match its
+        predecessor's end (see ``run``).
     rows : optional (R,) int, the frame each row of the batch plays when rows are not frames
         (a crowd's rows are (character, frame)): lengths, limits, hinges and collisions are
         looked up by it, pins per row (``pins`` (R,J,3)), without copying per-frame data per row.
@@ -102,7 +106,9 @@ class Warper:
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
                  final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None,
-                 segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP, rows=None):
+                 segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP, rows=None,
+                 static_tolerance=C.STATIC_TOLERANCE, static_steps=C.STATIC_MAX_STEPS,
+                 segment_tolerance=C.SEGMENT_TOLERANCE):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         order, slices = colour_slices(edges, J)
@@ -121,6 +127,8 @@ class Warper:
         self.segments = int(segments)
         self.warmup = int(warmup)
         self.rows = None if rows is None else np.asarray(rows, np.int64)
+        self.static_tolerance, self.static_steps = float(static_tolerance), int(static_steps)
+        self.segment_tolerance = float(segment_tolerance)
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
@@ -281,6 +289,12 @@ class Warper:
             out = self._limit_hinges(out, fs)
         return self._glue(out)
 
+    def _first_frame(self, target, start, affinity):
+        """A clip's frame 0, settled statically to ``static_tolerance`` (within ``static_steps``)."""
+        return self.settle(np.asarray(target, float)[None], np.asarray(start, float)[None],
+                           np.asarray(affinity, float)[None], np.array([0]), self.static_steps,
+                           tolerance=self.static_tolerance)[0]
+
     def next(self, f, previous, target_before, target, affinity):
         """Frame f from the previous frame's result (J,3) and the targets of both frames."""
         return self._advance(np.array([f]), previous[None], target_before[None], target[None],
@@ -328,10 +342,10 @@ class Warper:
         S = 1 + max(0, -(-(F - steps) // L))
         first = np.arange(S) * L                                   # frame each segment starts at
         out = np.empty_like(targets)
-        out[0] = np.array(start, float) if settled else self.first(targets[0], start, affinity[0])
+        out[0] = np.array(start, float) if settled else self._first_frame(targets[0], start, affinity[0])
         p = targets[first].copy()
         p[0] = out[0]
-        tol = C.SEGMENT_TOLERANCE * self.body_height
+        tol = self.segment_tolerance * self.body_height
         used = None                                                # the pose each segment went on from
         done = 0
         budget = steps + 3 * L                                     # for progress: passes are guessed
@@ -378,7 +392,7 @@ class Warper:
     def _sequential(self, targets, start, affinity, progress=None, settled=False):
         F = len(targets)
         out = np.empty_like(targets)
-        out[0] = np.array(start, float) if settled else self.first(targets[0], start, affinity[0])
+        out[0] = np.array(start, float) if settled else self._first_frame(targets[0], start, affinity[0])
         for f in range(1, F):
             out[f] = self.next(f, out[f - 1], targets[f - 1], targets[f], affinity[f])
             if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F) is False:

@@ -135,3 +135,18 @@ def test_a_hand_on_the_partners_shoulder_follows_it_down():
     assert np.linalg.norm(now - then, axis=-1).max() <= 0.02
     feet = [skel.index(n) for n in ("LeftToe", "RightToe")]
     assert np.abs(out[0].positions[:, feet, 2] - a[:, feet, 2]).max() < 0.03
+
+
+def test_bone_frames_are_orthonormal_and_turn_with_the_body():
+    from blender_reldesc.core.characters import _bone_frames, _side_pair
+    skel, (a, _) = S.pair_scene(20)
+    bones = _bones(skel, a)
+    side = _side_pair(skel, a)
+    frames = _bone_frames(skel, a, bones, side)
+    eye = np.einsum("fbdi,fbdk->fbik", frames, frames)
+    np.testing.assert_allclose(eye, np.broadcast_to(np.eye(3), eye.shape), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.det(frames), 1.0, atol=1e-12)
+    c, s = np.cos(1.1), np.sin(1.1)
+    R = np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]]) @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    turned = _bone_frames(skel, a @ R.T + [1.0, 2.0, 3.0], bones, side)
+    np.testing.assert_allclose(turned, np.einsum("ij,fbjk->fbik", R, frames), atol=1e-9)

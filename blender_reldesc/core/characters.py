@@ -76,44 +76,55 @@ def closest_on_segments(p, a, b):
     return a + t[..., None] * ab, t
 
 
-def _bone_frames(skeleton, positions, bones):
+def _frame_candidates(skeleton, bones):
+    """(B,K,2) joint pairs whose difference may serve as a bone's reference direction, in
+    order of preference (-1: none): the parent bone, the first child bone, the body's side
+    line (the root's two children farthest apart in the rest of the clip: chosen by the
+    caller)."""
+    parents = skeleton.parents
+    kids = [skeleton.children(j) for j in range(len(skeleton))]
+    out = np.full((len(bones), 2, 2), -1, np.int64)
+    for k, (pa, ch) in enumerate(bones.tolist()):
+        if parents[pa] >= 0:
+            out[k, 0] = (parents[pa], pa)
+        if len(kids[ch]):
+            out[k, 1] = (ch, kids[ch][0])
+    return out
+
+
+def _side_pair(skeleton, motion):
+    """The root's two children farthest apart on average (hips: the thighs), or None."""
+    roots = np.flatnonzero(skeleton.parents < 0)
+    rk = skeleton.children(int(roots[0])) if len(roots) else []
+    if len(rk) < 2:
+        return None
+    spread = np.linalg.norm(motion[:, rk][:, :, None] - motion[:, rk][:, None], axis=-1).mean(axis=0)
+    i, j = divmod(int(np.argmax(spread)), len(rk))
+    return int(rk[i]), int(rk[j])
+
+
+def _bone_frames(skeleton, positions, bones, side=None, candidates=None):
     """(F,B,3,3) a frame per bone of ``positions`` (F,J,3) (columns: the axis, a reference
     across it, their cross product). The reference is the parent bone's direction across the
-    axis, else the first child bone's, else the body's side-to-side line (the root's two
-    children farthest apart), else a world axis: the first of them more than 10° off the axis
-    on that frame."""
+    axis, else the first child bone's, else the body's side-to-side line (``side``: a joint
+    pair), else a world axis: the first of them more than 10° off the axis on that frame."""
     P = positions
     u = P[:, bones[:, 1]] - P[:, bones[:, 0]]
     u = u / np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-300)
-    parents = skeleton.parents
-    kids = [skeleton.children(j) for j in range(len(skeleton))]
+    pairs = _frame_candidates(skeleton, bones) if candidates is None else candidates
     F, B = u.shape[:2]
-    zero = np.zeros((F, 3))
-    candidates = [[] for _ in range(B)]
-    for k, (pa, ch) in enumerate(bones.tolist()):
-        if parents[pa] >= 0:
-            candidates[k].append(P[:, pa] - P[:, parents[pa]])
-        if len(kids[ch]):
-            candidates[k].append(P[:, kids[ch][0]] - P[:, ch])
-    roots = np.flatnonzero(parents < 0)
-    rk = kids[int(roots[0])] if len(roots) else []
-    if len(rk) >= 2:
-        spread = np.linalg.norm(P[:, rk][:, :, None] - P[:, rk][:, None], axis=-1).mean(axis=0)
-        i, j = divmod(int(np.argmax(spread)), len(rk))
-        side = P[:, rk[j]] - P[:, rk[i]]
-        for k in range(B):
-            candidates[k].append(side)
-    for k in range(B):
-        candidates[k] += [zero + axis for axis in np.eye(3)]
-    ref = np.zeros((F, B, 3))
-    for k in range(B):
-        have = np.zeros(F, bool)
-        for v in candidates[k]:
-            across = v - np.einsum("fd,fd->f", v, u[:, k])[:, None] * u[:, k]
-            n = np.linalg.norm(across, axis=-1)
-            ok = ~have & (n > np.sin(np.radians(10.0)) * np.linalg.norm(v, axis=-1))
-            ref[ok, k] = across[ok] / n[ok, None]
-            have |= ok
+    vecs = [np.where((pairs[:, k, 0] >= 0)[None, :, None], P[:, pairs[:, k, 1]] - P[:, pairs[:, k, 0]], 0.0)
+            for k in range(pairs.shape[1])]
+    if side is not None:
+        vecs.append(np.broadcast_to((P[:, side[1]] - P[:, side[0]])[:, None], (F, B, 3)))
+    vecs += [np.broadcast_to(axis, (F, B, 3)) for axis in np.eye(3)]
+    V = np.stack(vecs, axis=2)                                                   # (F,B,K,3)
+    across = V - np.einsum("fbkd,fbd->fbk", V, u)[..., None] * u[:, :, None]
+    n = np.linalg.norm(across, axis=-1)
+    ok = n > np.sin(np.radians(10.0)) * np.linalg.norm(V, axis=-1)
+    first = np.argmax(ok, axis=2)                                                # a world axis always is
+    pick = np.take_along_axis(across, first[..., None, None], axis=2)[:, :, 0]
+    ref = pick / np.maximum(np.take_along_axis(n, first[..., None], axis=2), 1e-300)
     return np.stack([u, ref, np.cross(u, ref)], axis=-1)
 
 
@@ -140,6 +151,8 @@ class Partners:
     radii: list = field(default_factory=list)
     skeletons: list = field(default_factory=list)
     body_height: float = 1.0
+    #: per character, the joint pair of its side line (``_side_pair``) for the bone frames
+    sides: list = field(default_factory=list)
 
 
 def _bones(skeleton, motion):
@@ -166,7 +179,8 @@ def bind_partners(bindings, radii=None):
     radii = [None] * len(bindings) if radii is None else list(radii)
     caps = [capsule_radii(b.skeleton, b.motion, radii=r) for b, r in zip(bindings, radii)]
     out = Partners(radii=caps, skeletons=[b.skeleton for b in bindings],
-                   body_height=float(np.mean([b.body_height for b in bindings])))
+                   body_height=float(np.mean([b.body_height for b in bindings])),
+                   sides=[_side_pair(b.skeleton, b.motion) for b in bindings])
     for c, b in enumerate(bindings):
         mine = []
         for o, other in enumerate(bindings):
@@ -177,7 +191,7 @@ def bind_partners(bindings, radii=None):
             p = b.motion[:, :, None]                                                 # (F,J,1,3)
             foot, _ = closest_on_segments(p, a[:, None], e[:, None])                 # (F,J,B,3)
             v = p - foot
-            frames = _bone_frames(other.skeleton, other.motion, bones)               # (F,B,3,3)
+            frames = _bone_frames(other.skeleton, other.motion, bones, out.sides[o])   # (F,B,3,3)
             offset = np.einsum("fbdk,fjbd->fjbk", frames, v)
             r = caps[o][bones[:, 1]]
             mine.append(Relations(o, bones, r, offset, np.linalg.norm(v, axis=-1) - r))
@@ -211,7 +225,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
         a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
         foot, _ = closest_on_segments(positions[:, :, None], a[:, None], e[:, None])      # (F,J,B,3)
-        frames = _bone_frames(partners.skeletons[o], pose, bones)                          # (F,B,3,3)
+        frames = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o])       # (F,B,3,3)
         # Eq. 12: the offset's length becomes the new radius plus the source clearance.
         length = np.linalg.norm(rel.offset, axis=-1)
         want = np.maximum(r_now[None, None] + rel.clearance, 0.0)

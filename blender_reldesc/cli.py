@@ -43,6 +43,8 @@ def build_parser(blender_command=False):
                    help="bones that get descriptors and keys: deform bones (default), all, or a bone collection")
     p.add_argument("--save-binding", metavar="BINDING.npz",
                    help="also write the binding to a file, for baking other shots of the same environment")
+    p.add_argument("--partners", nargs="+", metavar="ARMATURE", default=(),
+                   help="other armatures bound with this one and adapted together with it")
     p.add_argument("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
     p = sub.add_parser("bake", help="adapt the bound action to the environment as it is and save a new action")
     p.add_argument("input", metavar="IN.blend", **infile)
@@ -225,10 +227,17 @@ def run(argv, blender_command=False):
             _dump(args, report)
         elif args.command == "bind":
             bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
-            report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor, warn=warn,
-                                   bone_set=bones)
+            if args.partners:
+                from . import partners
+                report = partners.PartnersBindJob(scene, arm, args.environment, list(args.partners),
+                                                  args.body_height, args.radius_factor, warn=warn,
+                                                  bone_set=bones).run(jobs._print_progress("bind"))
+            else:
+                report = jobs.bind_job(scene, arm, args.environment, args.body_height, args.radius_factor,
+                                       warn=warn, bone_set=bones)
             print(f"reldesc: bound {report['frames']} frames of '{report['action']}' to "
-                  f"{report['descriptors']} descriptors")
+                  f"{report['descriptors']} descriptors"
+                  + "".join(f", with '{p['armature']}'" for p in report.get("partners", [])))
             if args.save_binding:
                 jobs.save_binding_file(arm, args.save_binding)
         else:
@@ -251,7 +260,8 @@ def run(argv, blender_command=False):
                   f"{100 * report['bone_length_error_max']:.3f} % max; contacts: "
                   + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items())
                   + f"; {report['keys']['written']} keys, {1000 * report['keys']['max_deviation']:.2f} mm max from "
-                    "the adapted motion)")
+                    "the adapted motion)"
+                  + "".join(f"; partner '{p['armature']}' into '{p['action']}'" for p in report.get("partners", [])))
             _dump(args, report)
         out = os.path.abspath(args.output or args.input or bpy.data.filepath)
         bpy.ops.wm.save_as_mainfile(filepath=out)

@@ -541,3 +541,18 @@ def _run_crowd(out_dir, count=9, spacing=0.9):
     _render(scene, os.path.abspath(os.path.join(out_dir, "crowd.png")))
     report = dict(report, scene="crowd", render_frame=frame)
     return _write(out_dir, report)
+
+
+def build_pair_scene(frames=60, hold="hands"):
+    """Fresh scene: 'Lead' and 'Partner' (the humanoid twice) standing face to face on 'Floor'
+    in 'Environment', holding hands (actions 'HoldLead', 'HoldPartner'; ``synthetic.pair_scene``)
+    or, with ``hold`` "shoulder", Lead's hand resting on Partner's shoulder."""
+    scene, env = _empty_scene(frames)
+    skel, (a, b) = S.pair_scene(frames, apart=0.6 if hold == "hands" else 0.5, hold=hold)
+    mesh_object("Floor", *S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)), env)
+    lead = build_armature("Lead")
+    animate_walk(lead, frames, name="HoldLead", walk=(skel, a))
+    partner = build_armature("Partner")
+    animate_walk(partner, frames, name="HoldPartner", walk=(skel, b))
+    scene.frame_set(1)
+    return scene, lead, partner, env

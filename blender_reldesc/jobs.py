@@ -68,6 +68,8 @@ class BindJob:
         self.scene, self.arm, self.environment = scene, arm, environment
         self.body_height, self.radius_factor, self.warn = body_height, radius_factor, warn
         self.bone_set = bone_set or "DEFORM"
+        #: the armatures bound with this one as partners (``partners.PartnersBindJob``)
+        self.partners = []
 
     def read(self):
         t0 = time.perf_counter()
@@ -118,7 +120,7 @@ class BindJob:
                     descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path,
-                    bone_set=self.bone_set, bones=len(self.rig.names))
+                    bone_set=self.bone_set, bones=len(self.rig.names), partners=list(self.partners))
         extra = {} if self.stretch is None else {"stretch": self.stretch}
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str),
                          rest_lengths=rest_lengths(self.rig), outer_pose=self.outer_pose,
@@ -541,6 +543,9 @@ class BakeJob:
     """
 
     label = "bake"
+    #: a character bound with partners is adapted with them (``partners``); a reach or a
+    #: transfer adapts it alone
+    adapts_partners = True
 
     def __init__(self, scene, arm, influence_group=None, warn=print, reposition_contacts=None, contacts=None,
                  options=None, solver_options=None, solver=None):
@@ -576,6 +581,10 @@ class BakeJob:
         wanted = {(p, k) for _, _, p, width in self.channels for k in range(width)}
         self.source_values = adapter.sample_curves(self.source, adapter.armature_slot(self.arm, self.source),
                                                    wanted, bound.frames[self.baked])
+        self.partner_jobs = []
+        if bound.meta.get("partners") and self.adapts_partners and not getattr(self, "in_group", False):
+            from . import partners
+            self.partner_jobs = partners.partner_bake_jobs(self)
         self.read_seconds = time.perf_counter() - t0
 
     def _channels(self):
@@ -592,6 +601,12 @@ class BakeJob:
         return out
 
     def compute(self, progress=None):
+        if self.partner_jobs:
+            from . import partners
+            if self.reposition_contacts:
+                self.warn("contacts are not re-positioned when partners are adapted together")
+            partners.compute_together(self, progress)
+            return
         t0 = time.perf_counter()
         options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress,
                        bone_lengths=self.bone_lengths, hinges=self.hinges, solver_options=self.solver_options,
@@ -702,6 +717,13 @@ class BakeJob:
                     keys=int(sum(len(c.frames) for c in curves)))
 
     def write(self):
+        report = self._write_own()
+        if getattr(self, "partner_jobs", None):
+            report["partners"] = [dict(armature=j.arm.name, **{k: r[k] for k in ("action", "source", "frames")})
+                                  for j, r in ((j, j._write_own()) for j in self.partner_jobs)]
+        return report
+
+    def _write_own(self):
         t0 = time.perf_counter()
         bound, opt, plan = self.bound, self.options, self.plan
         bypass, bypassed = adapter.constraint_bypass_curves(self.arm, bound.rig.names, opt.frames[0])

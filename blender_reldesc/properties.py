@@ -129,6 +129,9 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
                                    description="Comma-separated actions of this armature that reach for things: "
                                                "the path and timing are learnt from them (empty: a straight, "
                                                "minimum-jerk reach)")
+    partners: StringProperty(name="Partners", default="",
+                             description="Comma-separated armatures bound with the character and adapted "
+                                         "together with it (they hold hands, wrestle...)")
     transfer_from: PointerProperty(name="From", type=bpy.types.Object, poll=_is_mesh,
                                    description="The object of the bound environment the motion interacts with "
                                                "(a chair the character sits on)")

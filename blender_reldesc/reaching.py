@@ -23,6 +23,7 @@ class ReachJob(jobs.BakeJob):
     """read (binding, environment, target, database) -> compute (reach) -> write (keys)."""
 
     label = "reach"
+    adapts_partners = False
 
     def __init__(self, scene, arm, hand, target, frame, window=WINDOW, hold=0, database=(), warn=print,
                  options=None, whole_body=True):

@@ -52,6 +52,7 @@ class TransferJob(jobs.BakeJob):
     """read (binding, environment, both objects) -> compute (transfer) -> write (keys)."""
 
     label = "transfer"
+    adapts_partners = False
 
     def __init__(self, scene, arm, source_object, target_object, warn=print, options=None):
         super().__init__(scene, arm, warn=warn, reposition_contacts=False, options=options, solver="descriptors")

@@ -295,7 +295,7 @@ class CapsuleCollisions:
 
 
 def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
-                   **options):
+                   per_character=None, progress=None, **options):
     """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
 
     bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
@@ -304,6 +304,9 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         ``capsule_radii``'s radii.
     poses : per character, None to adapt it, or (F,J,3) joints it has now (its motion edited
         in the scene): it is not adapted, the others follow it.
+    per_character : optional list of dicts of ``adapt`` options for each character (its
+        affinity overrides, painted influence, hinges), on top of ``options``.
+    progress : optional callable ``(done, total)`` over all the adapts; returning False cancels.
     options : passed to every ``adapt``.
     """
     from .adaptation import AdaptResult, Rig, adapt
@@ -314,6 +317,22 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     meshes = list(meshes) if isinstance(meshes, (list, tuple)) else [meshes] * n
     bone_lengths = [None] * n if bone_lengths is None else list(bone_lengths)
     poses = [None] * n if poses is None else list(poses)
+    own = [dict(options, **(per_character[c] if per_character is not None and per_character[c] else {}))
+           for c in range(n)]
+    solving = sum(p is None for p in poses)
+    total, done = max(1, solving * (1 + max(rounds, 0))), [0]
+
+    def step_progress():
+        if progress is None:
+            return None
+
+        def report(k, K):
+            return progress(done[0] * 1000 + int(1000 * k / max(K, 1)), total * 1000)
+        return report
+
+    def finished_one():
+        done[0] += 1
+
     now_radii = [capsule_radii(b.skeleton, b.motion, radii=r) if r is not None else partners.radii[c]
                  for c, (b, r) in enumerate(zip(bindings, [None] * n if radii is None else radii))]
     # The bone lengths' scale goes to the default radii too (a bigger character is thicker).
@@ -323,10 +342,13 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     H = partners.body_height
     # A round's frame 0 settles to 1e-7 body heights in at most 200 steps a stage, not 1e-10 in
     # 4000: against the partners' targets it stepped 250-1700 times a round (a third of it).
-    guided = dict(options)
-    guided["solver_options"] = dict(options.get("solver_options") or {})
-    for key, value in GUIDED_SOLVER.items():
-        guided["solver_options"].setdefault(key, value)
+    guided = []
+    for c in range(n):
+        g = dict(own[c])
+        g["solver_options"] = dict(own[c].get("solver_options") or {})
+        for key, value in GUIDED_SOLVER.items():
+            g["solver_options"].setdefault(key, value)
+        guided.append(g)
     results = [None] * n
     current = []
     for c, b in enumerate(bindings):
@@ -336,7 +358,8 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
             current.append(pose)
         else:
-            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], **options)
+            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], progress=step_progress(), **own[c])
+            finished_one()
             current.append(results[c].positions)
     # The paper's three windows (every capsule, half the body height, Eq. 5's fade), the first
     # repeated: rounds are whole-clip solves of one character after the other, and a grown
@@ -354,7 +377,9 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 caps.append((current[o][:, rel.bones[:, 0]], current[o][:, rel.bones[:, 1]],
                              now_radii[o][rel.bones[:, 1]]))
             guide = Guide(t, prox, CapsuleCollisions(caps, depth))
-            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide, **guided)
+            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide, progress=step_progress(),
+                               **guided[c])
+            finished_one()
             current[c] = results[c].positions
     for c, b in enumerate(bindings):
         if results[c] is None:                   # given, not adapted: reported as it is

@@ -23,6 +23,9 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
 
     bone_set: StringProperty(name="Bones", default="",
                              description="DEFORM, ALL or a bone collection name (default: the panel's)")
+    partners: StringProperty(name="Partners", default="", options={'SKIP_SAVE'},
+                             description="Comma-separated armatures bound with this one and adapted together "
+                                         "with it (default: the panel's)")
 
     def make_job(self, context, warn):
         settings = context.scene.reldesc
@@ -30,6 +33,12 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
                                      else settings.bone_set)
         if not bone_set:
             raise adapter.SceneError("no bone collection chosen: pick one under Bones, or bind deform bones")
+        others = self.partners or settings.partners
+        if others.strip():
+            from .. import partners
+            return partners.PartnersBindJob(context.scene, self.get_armature(context), self.get_environment(context),
+                                            others, settings.body_height, settings.radius_factor, warn=warn,
+                                            bone_set=bone_set)
         return jobs.BindJob(context.scene, self.get_armature(context), self.get_environment(context),
                             settings.body_height, settings.radius_factor, warn=warn, bone_set=bone_set)
 
@@ -37,8 +46,10 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
         live.clear()
         s = context.scene.reldesc
         s.bake_frame_start, s.bake_frame_end = report["frame_start"], report["frame_end"]
+        with_partners = "".join(f", with '{p['armature']}'" for p in report.get("partners", []))
         self.report({'INFO'}, f"Bound {report['frames']} frames of '{report['action']}' to "
-                              f"{report['descriptors']} descriptors on {len(report['objects'])} meshes")
+                              f"{report['descriptors']} descriptors on {len(report['objects'])} meshes"
+                              + with_partners)
 
 
 class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
@@ -94,7 +105,8 @@ class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
         self.report({'INFO'}, f"Baked {report['frames']} frames of '{report['source']}' into '{report['action']}' "
                               f"(bone-length error {100 * report['bone_length_error_mean']:.3f} % mean; "
                               f"{keys['written']} keys, {1000 * keys['max_deviation']:.2f} mm from the adapted "
-                              "motion)")
+                              "motion)" + "".join(f"; '{p['armature']}' into '{p['action']}'"
+                                                  for p in report.get("partners", [])))
 
 
 class RELDESC_OT_use_source(_Target, bpy.types.Operator):

@@ -27,6 +27,7 @@ class RELDESC_PT_main(bpy.types.Panel):
                 col.prop_search(s, "bone_collection", s.armature.data, "collections_all", text="Collection")
             else:
                 col.prop(s, "bone_collection", text="Collection")
+        col.prop(s, "partners")
         row = layout.row(align=True)
         row.operator("reldesc.bind", icon='LINKED')
         row.operator("reldesc.unbind", icon='UNLINKED')
@@ -40,6 +41,8 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.label(text=f"{meta['descriptors']} descriptors, frames {meta['frame_start']}-{meta['frame_end']}")
             box.label(text=f"{meta.get('bones', '?')} bones ({str(meta.get('bone_set', 'ALL')).title()})")
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
+            if meta.get("partners"):
+                box.label(text="Partners: " + ", ".join(meta["partners"]), icon='COMMUNITY')
             ok, message = environment_status(meta, arm)
             box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
         row = layout.row(align=True)

@@ -1,0 +1,125 @@
+"""Partners: other armatures bound with a character (seed 000 §9), Blender side.
+
+Binding a character with partners binds each of them with the same environment too (each
+binding stored on its own armature) and records the group on every one of them; baking any
+of them then adapts the whole group together (``core.characters``) and writes
+``<action>.adapted`` for each, never touching the sources.
+"""
+
+from __future__ import annotations
+
+import time
+
+import bpy
+
+from . import jobs
+from .adapter import SceneError
+
+
+def partner_objects(arm, names):
+    """The partner armatures named (a list or a comma-separated string), checked: each exists,
+    is an armature other than ``arm`` and has an action."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    out = []
+    for name in names:
+        ob = bpy.data.objects.get(name)
+        if ob is None:
+            raise SceneError(f"no object named '{name}' to bind as a partner: give the name of another armature")
+        if ob.type != 'ARMATURE':
+            raise SceneError(f"partner '{name}' is a {ob.type.lower()}, not an armature: partners are other "
+                             "characters")
+        if ob == arm:
+            raise SceneError(f"'{name}' is the character itself: its partners are the other armatures it "
+                             "interacts with")
+        if ob.animation_data is None or ob.animation_data.action is None:
+            raise SceneError(f"partner '{name}' has no action: give it the motion it plays with '{arm.name}'")
+        if ob not in out:
+            out.append(ob)
+    return out
+
+
+class PartnersBindJob:
+    """Bind a character and its partners with one environment (``jobs.BindJob`` each), then
+    record the group on each armature."""
+
+    label = "bind"
+
+    def __init__(self, scene, arm, environment, partners, body_height=0.0, radius_factor=0.5, warn=print,
+                 bone_set="DEFORM"):
+        self.arm = arm
+        self.others = partner_objects(arm, partners)
+        self.jobs = [jobs.BindJob(scene, ob, environment, body_height, radius_factor, warn, bone_set)
+                     for ob in [arm] + self.others]
+
+    def read(self):
+        for job in self.jobs:
+            job.read()
+        first = self.jobs[0]
+        for job in self.jobs[1:]:
+            if len(job.frames) != len(first.frames) or job.frames[0] != first.frames[0]:
+                raise SceneError(f"'{job.arm.name}' plays frames {job.frames[0]}-{job.frames[-1]} and "
+                                 f"'{first.arm.name}' {first.frames[0]}-{first.frames[-1]}: partners must play "
+                                 "the same frames (set their actions' frame ranges alike)")
+
+    def compute(self, progress=None):
+        n = len(self.jobs)
+        for k, job in enumerate(self.jobs):
+            job.compute(None if progress is None else (lambda d, t, k=k: progress(k * t + d, n * t)))
+
+    def write(self):
+        group = [job.arm.name for job in self.jobs]
+        reports = []
+        for job in self.jobs:
+            job.partners = [name for name in group if name != job.arm.name]
+            reports.append(job.write())
+        report = dict(reports[0])
+        report["partners"] = [dict(armature=j.arm.name, action=r["action"], descriptors=r["descriptors"])
+                              for j, r in zip(self.jobs[1:], reports[1:])]
+        return report
+
+    def run(self, progress=None):
+        self.read()
+        self.compute(progress or jobs._print_progress(self.label))
+        return self.write()
+
+
+def partner_bake_jobs(job):
+    """For a ``jobs.BakeJob`` whose binding has partners: a read ``BakeJob`` per partner (its
+    own binding, environment, bone lengths and overrides), or []."""
+    names = job.bound.meta.get("partners") or []
+    out = []
+    for name in names:
+        ob = bpy.data.objects.get(name)
+        if ob is None or ob.type != 'ARMATURE':
+            raise SceneError(f"partner '{name}' of '{job.arm.name}' is gone: re-bind without it, or bring it back")
+        other = jobs.BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=False, options=job.options,
+                             solver="descriptors")
+        other.in_group = True                       # its own partners are this group: not read again
+        try:
+            other.read()
+        except SceneError as e:
+            raise SceneError(f"partner '{name}': {e}") from None
+        if len(other.bound.frames) != len(job.bound.frames):
+            raise SceneError(f"partner '{name}' was bound with other frames than '{job.arm.name}': re-bind them "
+                             "together")
+        out.append(other)
+    return out
+
+
+def compute_together(job, progress=None):
+    """Adapt ``job``'s character and its partners' (``job.partner_jobs``) together; their
+    results go to each job, which then plans its keys."""
+    from .core.characters import adapt_partners, bind_partners
+    t0 = time.perf_counter()
+    group = [job] + job.partner_jobs
+    bindings = [j.bound.binding for j in group]
+    if len({b.frame_count for b in bindings}) != 1:
+        raise SceneError("the partners' bindings have different frame counts: re-bind them together")
+    relations = bind_partners(bindings)
+    per = [dict(affinity_override=j.overrides, vertex_influence=j.influence, hinges=j.hinges) for j in group]
+    results = adapt_partners(bindings, [j.mesh for j in group], relations,
+                             bone_lengths=[j.bone_lengths for j in group], per_character=per, progress=progress)
+    for j, r in zip(group, results):
+        j.result, j.outcomes = r, None
+        j._planned(t0)

@@ -907,3 +907,40 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     else:
         raise ValueError(f"hold must be 'hands' or 'shoulder', got {hold!r}")
     return skel, (a, b)
+
+
+def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5):
+    """A skirt following a humanoid's pelvis: ``vertices (F,V,3), triangles (T,3)``. ``rings``
+    rings of ``around`` vertices from the waist (radius ``waist``, 5 cm above the hips joint)
+    down ``length`` metres to the hem (radius ``hem``), turned with the hips' side line; the
+    hem swings with the thighs (each vertex pushed out along its ring's normal by how far the
+    thigh nearer it swings towards it), so the legs stay inside. An open tube (no top or
+    bottom)."""
+    idx = skeleton.names.index
+    F = len(motion)
+    hips = motion[:, idx("Hips")]
+    side = motion[:, idx("LeftUpLeg")] - motion[:, idx("RightUpLeg")]
+    side[:, 2] = 0.0
+    side /= np.linalg.norm(side, axis=1, keepdims=True)
+    fwd = np.cross(side, [0.0, 0.0, 1.0])
+    a = 2.0 * np.pi * np.arange(around) / around
+    s = np.linspace(0.0, 1.0, rings)
+    radius = waist + (hem - waist) * s ** 1.5
+    height = 0.05 - length * s
+    verts = np.zeros((F, rings * around, 3))
+    knees = [motion[:, idx(n)] for n in ("LeftLeg", "RightLeg")]
+    for r in range(rings):
+        for k in range(around):
+            d = np.cos(a[k])[None] * fwd + np.sin(a[k])[None] * side          # (F,3) outward
+            reach = 0.0
+            for knee in knees:                                               # a swinging thigh pushes the cloth
+                rel = knee - hips
+                reach = np.maximum(reach, np.einsum("fd,fd->f", rel, d))
+            bulge = np.maximum(reach - 0.6 * radius[r], 0.0) * s[r]
+            verts[:, r * around + k] = hips + height[r] * np.array([0.0, 0.0, 1.0]) + (radius[r] + bulge)[:, None] * d
+    tris = []
+    for r in range(rings - 1):
+        for k in range(around):
+            i0, i1 = r * around + k, r * around + (k + 1) % around
+            tris += [[i0, i1, i1 + around], [i0, i1 + around, i0 + around]]
+    return verts, np.array(tris, np.int64)

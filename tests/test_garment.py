@@ -1,0 +1,77 @@
+"""Garments carried by descriptors (§9): a skirt on a walk, PC2 point caches."""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import InputError, TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.characters import _bones, closest_on_segments
+from blender_reldesc.core.garment import bind_garment, carry_garment, mesh_edges, read_pc2, write_pc2
+
+
+@pytest.fixture(scope="module")
+def walk():
+    sk, motion = S.walk(60)
+    verts, tris = S.skirt(sk, motion)
+    return sk, motion, verts, tris, bind_garment(sk, motion, verts, tris)
+
+
+def _deepest(garment, motion, bones, radii):
+    a, b = motion[:, bones[:, 0]], motion[:, bones[:, 1]]
+    foot, _ = closest_on_segments(garment[:, :, None], a[:, None], b[:, None])
+    return float(-(np.linalg.norm(garment[:, :, None] - foot, axis=-1) - radii[bones[:, 1]][None, None]).min())
+
+
+def test_an_unchanged_body_carries_the_garment_as_it_was(walk):
+    sk, motion, verts, tris, g = walk
+    np.testing.assert_allclose(carry_garment(g, motion), verts, atol=1e-9)
+
+
+def test_a_body_moved_rigidly_moves_the_garment_rigidly(walk):
+    sk, motion, verts, tris, g = walk
+    c, s = np.cos(0.9), np.sin(0.9)
+    R, t = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, -0.5])
+    np.testing.assert_allclose(carry_garment(g, motion @ R.T + t), verts @ R.T + t, atol=1e-9)
+
+
+def test_a_skirt_on_legs_15_percent_longer(walk):
+    # The issue's scene: the walk adapted with legs 15 % longer; the skirt keeps its relation
+    # to the body: no vertex more than 1 cm deeper into the body's capsules than in the source,
+    # no edge more than 5 % longer or shorter, and it rises with the hips.
+    sk, motion, verts, tris, g = walk
+    mesh = TriMesh(*S.grid(30.0, 4.0, 60, 8, origin=(-5.0, -2.0)))
+    lengths = sk.bone_lengths(motion).mean(axis=0)
+    legs = {n: 1.15 * lengths[sk.index(n)] for n in ("LeftLeg", "LeftFoot", "RightLeg", "RightFoot")}
+    longer = adapt(bind(sk, motion, mesh), mesh, bone_lengths=legs).positions
+    out = carry_garment(g, longer)
+    e = mesh_edges(tris)
+    then = np.linalg.norm(verts[:, e[:, 1]] - verts[:, e[:, 0]], axis=-1)
+    now = np.linalg.norm(out[:, e[:, 1]] - out[:, e[:, 0]], axis=-1)
+    assert np.abs(now / then - 1.0).max() <= 0.05
+    bones = _bones(sk, motion)
+    assert _deepest(out, longer, bones, g.radii) <= max(_deepest(verts, motion, bones, g.radii), 0.0) + 0.01
+    rise = (longer[:, sk.index("Hips"), 2] - motion[:, sk.index("Hips"), 2]).mean()
+    assert rise > 0.05
+    assert abs((out[..., 2] - verts[..., 2]).mean() - rise) < 0.03
+
+
+def test_point_caches_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    pos = rng.normal(size=(5, 7, 3))
+    write_pc2(tmp_path / "g.pc2", pos, start=3.0, rate=1.0)
+    back, start, rate = read_pc2(tmp_path / "g.pc2")
+    np.testing.assert_allclose(back, pos.astype(np.float32), atol=0)
+    assert (start, rate) == (3.0, 1.0)
+    assert (tmp_path / "g.pc2").stat().st_size == 32 + 5 * 7 * 12
+
+
+def test_bad_garments_say_why(walk):
+    sk, motion, verts, tris, g = walk
+    with pytest.raises(InputError, match="over the clip"):
+        bind_garment(sk, motion, verts[:10], tris)
+    with pytest.raises(InputError, match="not near|near it"):
+        bind_garment(sk, motion, verts + [0.0, 0.0, 5.0], tris)
+    with pytest.raises(InputError, match="NaN"):
+        bind_garment(sk, motion, np.where(np.arange(verts.shape[1])[None, :, None] == 3, np.nan, verts), tris)
+    with pytest.raises(InputError, match="shape"):
+        carry_garment(g, motion[:10])

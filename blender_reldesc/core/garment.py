@@ -112,27 +112,46 @@ def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=
 
 
 def _offsets(binding, motion, rows, radii):
-    """Per vertex and nearest bone at frames ``rows``: the descriptor point's fraction along
-    the bone, the offset in the bone's frame, the clearance (source), and the weights."""
-    sk, bones, near = binding.skeleton, binding.bones, binding.nearest
+    """At frames ``rows``, per vertex: its ``K`` nearest bones (n,V,K) on the source, the
+    descriptor point's fraction along each, the offset in the bone's frame, the clearance, and
+    the weights: Eq. 5's fade, its window closed at the next nearest bone's distance, so a
+    bone's weight is 0 where it joins or leaves a vertex's nearest (neighbouring vertices with
+    other nearest bones, or a vertex whose nearest change, get continuous targets)."""
+    sk, bones = binding.skeleton, binding.bones
     P = motion[rows]
     G = binding.vertices[rows]                                                    # (n,V,3)
-    nb = bones[near]                                                              # (V,K,2)
-    a, b = P[:, nb[..., 0]], P[:, nb[..., 1]]                                     # (n,V,K,3)
+    n, V, _ = G.shape
+    K = binding.nearest.shape[1]
+    a_all, b_all = P[:, bones[:, 0]], P[:, bones[:, 1]]                           # (n,B,3)
+    foot, _ = closest_on_segments(G[:, :, None], a_all[:, None], b_all[:, None])   # (n,V,B,3)
+    d_all = np.linalg.norm(G[:, :, None] - foot, axis=-1) - radii[bones[:, 1]][None, None]
+    del foot
+    count = min(K + 1, len(bones))
+    part = np.argpartition(d_all, count - 1, axis=2)[..., :count] if count < len(bones) else \
+        np.broadcast_to(np.arange(len(bones)), d_all.shape).copy()
+    part = np.take_along_axis(part, np.argsort(np.take_along_axis(d_all, part, axis=2), axis=2), axis=2)
+    near = part[..., :K]                                                          # (n,V,K)
+    edge = np.take_along_axis(d_all, part[..., -1:], axis=2) if count > K else None
+    nb = bones[near]                                                              # (n,V,K,2)
+    fi = np.arange(n)[:, None, None]
+    a, b = P[fi, nb[..., 0]], P[fi, nb[..., 1]]                                   # (n,V,K,3)
     foot, t = closest_on_segments(G[:, :, None], a, b)
     v = G[:, :, None] - foot
     frames = _bone_frames(sk, P, bones, binding.side)                             # (n,B,3,3)
-    R = frames[:, near]                                                           # (n,V,K,3,3)
+    R = frames[fi, near]                                                          # (n,V,K,3,3)
     offset = np.einsum("nvkdi,nvkd->nvki", R, v)
-    clearance = np.linalg.norm(v, axis=-1) - radii[nb[..., 1]][None]
+    clearance = np.linalg.norm(v, axis=-1) - radii[nb[..., 1]]
     H = binding.body_height
     dist = np.maximum(clearance, 0.0)
     r1 = dist.min(axis=2, keepdims=True)
-    w = np.clip(1.0 - (dist - r1) / (WINDOW * H), 0.0, 1.0)
+    window = np.full_like(r1, WINDOW * H)
+    if edge is not None:
+        window = np.minimum(window, np.maximum(np.maximum(edge, 0.0) - r1, 1e-9 * H))
+    w = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)
     # Eq. 5's window alone (the paper's weights): weighted by proximity too, as the partners'
     # joints are, a skirt touching a thigh followed it sharply and its edges there stretched 47 %.
     w /= np.maximum(w.sum(axis=2, keepdims=True), 1e-300)
-    return t, offset, clearance, w
+    return near, t, offset, clearance, w
 
 
 def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, progress=None):
@@ -152,22 +171,24 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
     out = np.empty((F, V, 3))
     e = binding.edges
     colours = edge_colours(e, V) if len(e) else []
-    nb = bones[near]
-    for s in range(0, F, CHUNK):
-        rows = np.arange(s, min(F, s + CHUNK))
-        t, offset, clearance, w = _offsets(binding, binding.motion, rows, binding.radii)
+    chunk = max(1, min(CHUNK, int(4e6 // max(V * len(bones), 1))))               # bounded memory
+    for s in range(0, F, chunk):
+        rows = np.arange(s, min(F, s + chunk))
+        near, t, offset, clearance, w = _offsets(binding, binding.motion, rows, binding.radii)
+        nb = bones[near]
+        fi = np.arange(len(rows))[:, None, None]
         P = new_motion[rows]
-        a, b = P[:, nb[..., 0]], P[:, nb[..., 1]]
+        a, b = P[fi, nb[..., 0]], P[fi, nb[..., 1]]
         # The point keeps its distance from the bone's head (within the bone): a garment keeps
         # its size. Taken as a fraction of the bone instead, a skirt on legs 15 % longer was
         # stretched 15 % (47 % on some edges) for the edges' relaxation to undo.
         src = binding.motion[rows]
-        along = t * np.linalg.norm(src[:, nb[..., 1]] - src[:, nb[..., 0]], axis=-1)
+        along = t * np.linalg.norm(src[fi, nb[..., 1]] - src[fi, nb[..., 0]], axis=-1)
         bone = np.linalg.norm(b - a, axis=-1)
         point = a + (np.minimum(along, bone) / np.maximum(bone, 1e-300))[..., None] * (b - a)
-        R = _bone_frames(sk, P, bones, binding.side)[:, near]                     # (n,V,K,3,3)
+        R = _bone_frames(sk, P, bones, binding.side)[fi, near]                    # (n,V,K,3,3)
         length = np.linalg.norm(offset, axis=-1)
-        want = np.maximum(radii[nb[..., 1]][None] + clearance, 0.0)              # Eq. 12
+        want = np.maximum(radii[nb[..., 1]] + clearance, 0.0)                    # Eq. 12
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
         target = np.einsum("nvk,nvkd->nvd", w, point + np.einsum("nvkdi,nvki->nvkd", R, offset * scale[..., None]))
         # Pushed out only past the source's depth plus SLACK: exactly at it, vertices the edges
@@ -221,11 +242,11 @@ def edge_colours(edges, count):
 
 def _push_out(x, a, b, r, allowed):
     """Vertices (n,V,3) out of their nearest bones' capsules (segments a->b (n,V,K,3), radii
-    (V,K)), where deeper than ``allowed`` (n,V,K) (the source's depth)."""
+    (n,V,K)), where deeper than ``allowed`` (n,V,K) (the source's depth)."""
     foot, _ = closest_on_segments(x[:, :, None], a, b)
     v = x[:, :, None] - foot
     d = np.linalg.norm(v, axis=-1)
-    inside = r[None] - allowed - d                                                # >0: too deep
+    inside = r - allowed - d                                                      # >0: too deep
     k = np.argmax(inside, axis=2)
     worst = np.take_along_axis(inside, k[..., None], axis=2)[..., 0]
     push = worst > 0

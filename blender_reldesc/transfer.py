@@ -4,9 +4,10 @@ The job is a bake (``jobs.BakeJob``: the binding and the environment read the sa
 same keys, the same ``<action>.adapted`` action, the source never changed) whose compute is a
 transfer: the object ``from`` (a mesh of the bound environment) is swapped for the object
 ``to`` (any mesh in the file). Segment labels come from vertex groups named alike on both
-objects (a triangle takes the group most of its corners are in); objects with no shared
-vertex group names are cut into their connected parts, named after each other by where they
-sit (``core.transfer.label_parts`` / ``match_parts``).
+objects (a triangle takes the group most of its corners are in), else from boolean face
+attributes named alike (a face's first one set); objects with no shared names are cut into
+their connected parts, named after each other by where they sit
+(``core.transfer.label_parts`` / ``match_parts``).
 """
 
 import time
@@ -23,14 +24,50 @@ from .core.transfer.segments import shared_segments
 NOT_SEGMENTS = {"reldesc_influence"}
 
 
+#: Boolean face attributes Blender itself makes (not segment labels).
+BUILTIN_FACE_FLAGS = {"sharp_face"}
+
+
+def _face_flag_labels(ob, depsgraph):
+    """Per triangle the first of the object's boolean face attributes set on it (-1: none),
+    and their names; (None, []) when it has none. Attributes whose names start with '.' are
+    Blender's own (selection, hiding)."""
+    ev = ob.evaluated_get(depsgraph)
+    me = ev.to_mesh()
+    try:
+        flags = [a for a in me.attributes if a.domain == 'FACE' and a.data_type == 'BOOLEAN'
+                 and not a.name.startswith(".") and a.name not in BUILTIN_FACE_FLAGS]
+        if not flags:
+            return None, []
+        me.calc_loop_triangles()
+        poly = np.empty(len(me.loop_triangles), np.int32)
+        me.loop_triangles.foreach_get("polygon_index", poly)
+        values = np.zeros((len(me.polygons), len(flags)), bool)
+        for k, a in enumerate(flags):
+            col = np.zeros(len(me.polygons), bool)
+            a.data.foreach_get("value", col)
+            values[:, k] = col
+        names = [a.name for a in flags]
+    finally:
+        ev.to_mesh_clear()
+    per_tri = values[poly]
+    return np.where(per_tri.any(axis=1), per_tri.argmax(axis=1), -1), names
+
+
 def segmented(ob, depsgraph=None):
     """A ``core.transfer.Segmented`` of mesh object ``ob`` in world space, labelled by its vertex
-    groups (unlabelled triangles -1), or None when it has none."""
+    groups, else by its boolean face attributes (unlabelled triangles -1), or None when it has
+    neither."""
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     verts, tris, _ = adapter.read_environment(depsgraph, [ob])
     groups = [vg for vg in ob.vertex_groups if vg.name not in NOT_SEGMENTS]
     if not groups:
-        return None, verts, tris
+        labels, names = _face_flag_labels(ob, depsgraph)
+        if labels is None:
+            return None, verts, tris
+        seg = Segmented(verts, tris, labels, names)
+        seg.kind = "face attributes"
+        return seg, verts, tris
     ev = ob.evaluated_get(depsgraph)
     me = ev.to_mesh()
     try:
@@ -45,7 +82,9 @@ def segmented(ob, depsgraph=None):
         ev.to_mesh_clear()
     corner = weight[tris].sum(axis=1)                        # (T, G) summed over the corners
     labels = np.where(corner.max(axis=1) >= 1.5, corner.argmax(axis=1), -1)   # most corners in a group
-    return Segmented(verts, tris, labels, [vg.name for vg in groups]), verts, tris
+    seg = Segmented(verts, tris, labels, [vg.name for vg in groups])
+    seg.kind = "vertex groups"
+    return seg, verts, tris
 
 
 class TransferJob(jobs.BakeJob):
@@ -91,7 +130,8 @@ class TransferJob(jobs.BakeJob):
             novel = match_parts(template, label_parts(nv, nt))
             self.labels = "connected parts"
         else:
-            self.labels = "vertex groups"
+            kinds = sorted({template.kind, novel.kind})
+            self.labels = " and ".join(kinds)
         self.template, self.novel = template, novel
         self.read_seconds += time.perf_counter() - t0
 

@@ -118,3 +118,28 @@ def test_the_transfer_panel_runs_the_operator_on_its_objects():
     assert ("label", "Parts: legs, seat") in log
     assert bpy.ops.reldesc.transfer(armature="Walker") == {'FINISHED'}
     assert arm.animation_data.action.name == "Sit.adapted"
+
+
+def test_parts_labelled_by_face_attributes_are_shared():
+    # Without vertex groups, boolean face attributes named alike label the parts ("seat",
+    # "legs"); Blender's own face flags (hidden, selected, sharp) are not labels.
+    from blender_reldesc import transfer
+    scene, arm, env = demo.build_transfer_scene(frames=20, target="stool", at=(1.6, 0.8))
+    for name in ("Chair", "Stool"):
+        ob = bpy.data.objects[name]
+        groups = {vg.index: vg.name for vg in ob.vertex_groups}
+        me = ob.data
+        member = {n: [all(any(groups.get(g.group) == n for g in me.vertices[v].groups) for v in poly.vertices)
+                      for poly in me.polygons] for n in set(groups.values())}
+        ob.vertex_groups.clear()                       # (a group's name is taken for attributes)
+        for n, flags in member.items():
+            me.attributes.new(n, 'BOOLEAN', 'FACE').data.foreach_set("value", flags)
+        assert "sharp_face" in me.attributes           # Blender's own flag, on every mesh
+    chair, _, _ = transfer.segmented(bpy.data.objects["Chair"])
+    stool, _, _ = transfer.segmented(bpy.data.objects["Stool"])
+    assert chair.kind == stool.kind == "face attributes"
+    assert "sharp_face" not in chair.names and set(stool.names) == {"seat", "legs"}
+    assert (chair.labels >= 0).mean() > 0.9
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.transfer(armature="Walker", source_object="Chair", target_object="Stool") == {'FINISHED'}
+    assert arm.animation_data.action.name == "Sit.adapted"

@@ -256,6 +256,26 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     return targets, prox, depth
 
 
+def push_out_of_capsules(x, a, b, r, allowed):
+    """Points ``x`` (n,V,3), in place, out of capsules (segments a->b and radii r, broadcast to
+    (n,V,K,3) and (n,V,K)) where deeper than ``allowed`` (broadcast to (n,V,K)): each along
+    the direction from its deepest capsule's axis, by how much deeper it is."""
+    foot, _ = closest_on_segments(x[:, :, None], a, b)
+    v = x[:, :, None] - foot
+    d = np.linalg.norm(v, axis=-1)
+    inside = r - allowed - d                                                      # >0: too deep
+    k = np.argmax(inside, axis=2)
+    worst = np.take_along_axis(inside, k[..., None], axis=2)[..., 0]
+    push = worst > 0
+    if push.any():
+        s, q = np.nonzero(push)
+        vv = v[s, q, k[s, q]]
+        dd = d[s, q, k[s, q]]
+        direction = np.where(dd[:, None] > 1e-12, vv / np.maximum(dd, 1e-300)[:, None], [0.0, 0.0, 1.0])
+        x[s, q] += direction * worst[s, q][:, None]
+    return x
+
+
 class CapsuleCollisions:
     """Pushes a character's joints out of its partners' capsules (as they now are), where a
     joint is deeper than it was in the source (``depth`` (F,J)), chained after the
@@ -276,21 +296,9 @@ class CapsuleCollisions:
         if p.ndim == 2:
             return self(p[None], np.atleast_1d(fs))[0]
         fs = np.asarray(fs)
-        allowed = self.depth[fs]                                                     # (S,J)
+        allowed = self.depth[fs][..., None]                                          # (S,J,1)
         for a, b, r in self.capsules:
-            foot, _ = closest_on_segments(p[:, :, None], a[fs][:, None], b[fs][:, None])   # (S,J,B,3)
-            v = p[:, :, None] - foot
-            n = np.linalg.norm(v, axis=-1)
-            inside = r[None, None] - allowed[..., None] - n                              # >0: too deep
-            k = np.argmax(inside, axis=2)
-            worst = np.take_along_axis(inside, k[..., None], axis=2)[..., 0]
-            push = worst > 0
-            if push.any():
-                s, j = np.nonzero(push)
-                vv = v[s, j, k[s, j]]
-                nn = n[s, j, k[s, j]]
-                direction = np.where(nn[:, None] > 1e-12, vv / np.maximum(nn, 1e-300)[:, None], [0.0, 0.0, 1.0])
-                p[s, j] += direction * worst[s, j][:, None]
+            p = push_out_of_capsules(p, a[fs][:, None], b[fs][:, None], r, allowed)
         return p
 
 

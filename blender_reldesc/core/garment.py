@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .characters import _bone_frames, _bones, _side_pair, capsule_radii, closest_on_segments
+from .characters import (_bone_frames, _bones, _side_pair, capsule_radii, closest_on_segments,
+                         push_out_of_capsules)
 from .errors import InputError
 
 #: Bones describing each vertex (the nearest over the clip).
@@ -195,7 +196,7 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
         # pull back in were pushed out again pass after pass (an edge by the hip 7 % long).
         depth = np.maximum(-clearance, 0.0) + SLACK * binding.body_height
         x = _relax(target, binding.vertices[rows], e, iterations,
-                   lambda y: _push_out(y, a, b, radii[nb[..., 1]], depth), colours)
+                   lambda y: push_out_of_capsules(y, a, b, radii[nb[..., 1]], depth), colours)
         out[rows] = x
         if progress is not None and progress(int(rows[-1]) + 1, F) is False:
             from .errors import Cancelled
@@ -238,25 +239,6 @@ def edge_colours(edges, count):
     from .solvers.warping import colour_slices
     order, slices = colour_slices(edges, count)
     return [order[sl] for sl in slices]
-
-
-def _push_out(x, a, b, r, allowed):
-    """Vertices (n,V,3) out of their nearest bones' capsules (segments a->b (n,V,K,3), radii
-    (n,V,K)), where deeper than ``allowed`` (n,V,K) (the source's depth)."""
-    foot, _ = closest_on_segments(x[:, :, None], a, b)
-    v = x[:, :, None] - foot
-    d = np.linalg.norm(v, axis=-1)
-    inside = r - allowed - d                                                      # >0: too deep
-    k = np.argmax(inside, axis=2)
-    worst = np.take_along_axis(inside, k[..., None], axis=2)[..., 0]
-    push = worst > 0
-    if push.any():
-        s, q = np.nonzero(push)
-        vv = v[s, q, k[s, q]]
-        dd = d[s, q, k[s, q]]
-        direction = np.where(dd[:, None] > 1e-12, vv / np.maximum(dd, 1e-300)[:, None], [0.0, 0.0, 1.0])
-        x[s, q] += direction * worst[s, q][:, None]
-    return x
 
 
 def write_pc2(path, positions, start=1.0, rate=1.0):

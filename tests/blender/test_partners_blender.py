@@ -55,6 +55,15 @@ def test_a_pair_bound_together_is_baked_together():
         now = fcurve_snapshot(bpy.data.actions[name])
         assert snap.keys() == now.keys() and all(np.array_equal(snap[k], now[k]) for k in snap)
     assert _hands(scene, lead, partner, frames).max() <= before.max() + 0.02
+    # Bake again, from the partner this time: the same two actions are rewritten (no '.001'
+    # copies), the sources still untouched.
+    assert bpy.ops.reldesc.bake(armature="Partner") == {'FINISHED'}
+    assert lead.animation_data.action.name == "HoldLead.adapted"
+    assert partner.animation_data.action.name == "HoldPartner.adapted"
+    assert not [a.name for a in bpy.data.actions if a.name.endswith(".001")]
+    for name, snap in sources.items():
+        now = fcurve_snapshot(bpy.data.actions[name])
+        assert all(np.array_equal(snap[k], now[k]) for k in snap)
 
 
 def test_bad_partners_say_why_and_bind_nothing():

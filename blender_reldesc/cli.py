@@ -36,7 +36,10 @@ def build_parser(blender_command=False):
     p = sub.add_parser("bind", help="bind an armature's action to an environment collection")
     p.add_argument("input", metavar="IN.blend", **infile)
     p.add_argument("--armature", required=True, help="armature object name")
-    p.add_argument("--environment", required=True, help="collection holding the environment meshes")
+    p.add_argument("--environment", help="collection holding the environment meshes (required unless only "
+                                          "--garment is given, for an armature already bound)")
+    p.add_argument("--garment", metavar="MESH", help="also carry this mesh with the armature in every bake "
+                                                     "(a point cache and a Mesh Cache modifier)")
     p.add_argument("--body-height", type=float, default=0.0, help="character height (default: measured)")
     p.add_argument("--radius-factor", type=float, default=0.5, help="descriptor spacing factor (Eq. 7: 0.5)")
     p.add_argument("--bones", default="deform", metavar="deform|all|COLLECTION",
@@ -225,6 +228,13 @@ def run(argv, blender_command=False):
                   f"{report['frames']} frames into collection '{report['armature']} walk' "
                   f"(feet standing {100 * report['stance_fraction']:.0f} % of frames)")
             _dump(args, report)
+        elif args.command == "bind" and not args.environment:
+            if not args.garment:
+                return _fail("give --environment (the collection to bind with), or --garment for an armature "
+                             "already bound")
+            from . import garments
+            report = garments.bind_garment(scene, arm, args.garment)
+            print(f"reldesc: '{report['garment']}' ({report['vertices']} vertices) is carried with '{arm.name}'")
         elif args.command == "bind":
             bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
             if args.partners:
@@ -240,6 +250,10 @@ def run(argv, blender_command=False):
                   + "".join(f", with '{p['armature']}'" for p in report.get("partners", [])))
             if args.save_binding:
                 jobs.save_binding_file(arm, args.save_binding)
+            if args.garment:
+                from . import garments
+                g = garments.bind_garment(scene, arm, args.garment)
+                print(f"reldesc: '{g['garment']}' ({g['vertices']} vertices) is carried with '{arm.name}'")
         else:
             if args.binding:
                 if not os.path.isfile(args.binding):

@@ -556,3 +556,24 @@ def build_pair_scene(frames=60, hold="hands"):
     animate_walk(partner, frames, name="HoldPartner", walk=(skel, b))
     scene.frame_set(1)
     return scene, lead, partner, env
+
+
+def build_garment_scene(frames=60):
+    """Fresh scene: 'Walker' walking (action 'Walk') on 'Floor' in 'Environment', wearing
+    'Skirt' (``synthetic.skirt`` at the rest pose), skinned to the hips by an Armature
+    modifier: the skirt moves with whatever action the walker plays."""
+    scene, env = _empty_scene(frames)
+    skel, motion = S.walk(frames)
+    x = motion[:, 0, 0]
+    mesh_object("Floor", *S.grid(x.max() - x.min() + 4.0, 4.0, 40, 8, origin=(x.min() - 2.0, -2.0)), env)
+    arm = build_armature()
+    animate_walk(arm, frames, name="Walk", walk=(skel, motion))
+    rest_skel, rest = _rest_joints()
+    verts, tris = S.skirt(rest_skel, rest[None])
+    skirt = mesh_object("Skirt", verts[0], tris, scene.collection)
+    group = skirt.vertex_groups.new(name="Hips")
+    group.add(list(range(len(verts[0]))), 1.0, 'REPLACE')
+    mod = skirt.modifiers.new("Armature", 'ARMATURE')
+    mod.object = arm
+    scene.frame_set(1)
+    return scene, arm, skirt, env

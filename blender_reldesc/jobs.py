@@ -717,10 +717,17 @@ class BakeJob:
                     keys=int(sum(len(c.frames) for c in curves)))
 
     def write(self):
+        from . import garments
         report = self._write_own()
+        if garments.garment_names(self.arm):
+            report["garments"] = garments.carry(self)
         if getattr(self, "partner_jobs", None):
-            report["partners"] = [dict(armature=j.arm.name, **{k: r[k] for k in ("action", "source", "frames")})
-                                  for j, r in ((j, j._write_own()) for j in self.partner_jobs)]
+            report["partners"] = []
+            for j in self.partner_jobs:
+                r = j._write_own()
+                report["partners"].append(dict(armature=j.arm.name, **{k: r[k] for k in ("action", "source", "frames")}))
+                if garments.garment_names(j.arm):
+                    report["garments"] = report.get("garments", []) + garments.carry(j)
         return report
 
     def _write_own(self):

@@ -11,7 +11,7 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, St
 
 from .. import adapter, jobs, live
 from ..core import RelDescError
-from . import locomotion, reaching, transfer
+from . import garments, locomotion, reaching, transfer
 from .base import _JobOperator, _Target, _WorkerState, compute_in_worker  # noqa: F401 (tests import them)
 
 
@@ -349,5 +349,5 @@ class RELDESC_OT_jump_to_frame(bpy.types.Operator):
 _own = (RELDESC_OT_bind, RELDESC_OT_bake, RELDESC_OT_unbind, RELDESC_OT_live, RELDESC_OT_paint_influence,
            RELDESC_OT_clear_affinity_override, RELDESC_OT_select_bone, RELDESC_OT_detect_contacts,
            RELDESC_OT_reposition_contacts, RELDESC_OT_contact_flag, RELDESC_OT_jump_to_frame, RELDESC_OT_use_source)
-classes = _own + locomotion.classes + reaching.classes + transfer.classes
+classes = _own + locomotion.classes + reaching.classes + transfer.classes + garments.classes
 register, unregister = bpy.utils.register_classes_factory(classes)

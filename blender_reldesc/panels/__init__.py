@@ -2,7 +2,7 @@
 
 import bpy
 
-from .. import adapter, transfer
+from .. import adapter, garments, transfer
 from ..jobs import environment_status
 
 
@@ -43,6 +43,10 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
             if meta.get("partners"):
                 box.label(text="Partners: " + ", ".join(meta["partners"]), icon='COMMUNITY')
+            worn = garments.garment_names(arm)
+            if worn:
+                box.label(text="Garments: " + ", ".join(worn), icon='MOD_CLOTH')
+            box.operator("reldesc.bind_garment", icon='MOD_CLOTH')
             ok, message = environment_status(meta, arm)
             box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
         row = layout.row(align=True)

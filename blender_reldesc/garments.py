@@ -1,0 +1,121 @@
+"""Garments carried by descriptors (seed 000 §9), Blender side.
+
+``reldesc.bind_garment`` records a mesh object (a skirt, a cape: its own animation, a baked
+cloth simulation or shape keys) as a garment of a bound armature. Every bake of that armature
+then reads the garment as it plays with the *source* action, carries it onto the adapted
+motion (``core.garment``), writes a PC2 point cache beside the .blend (or in the temporary
+folder for an unsaved file) and points a Mesh Cache modifier ("RelDesc Garment", last in
+the stack) at it, so the garment plays back without a simulation. The garment's own data are
+never changed; removing the modifier shows it as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import bpy
+import numpy as np
+
+from . import adapter
+from .adapter import SceneError
+from .core.errors import RelDescError
+
+#: Where the garments' names are kept, on the armature data (beside the binding).
+GARMENTS_KEY = "_reldesc_garments"
+#: The Mesh Cache modifier the bake adds to a garment.
+MODIFIER = "RelDesc Garment"
+
+
+def garment_names(arm):
+    return [str(n) for n in arm.data.get(GARMENTS_KEY, [])]
+
+
+def _garment(name, arm):
+    ob = bpy.data.objects.get(name or "")
+    if ob is None:
+        raise SceneError(f"no object named '{name}' to carry as a garment: give a mesh object")
+    if ob.type != 'MESH':
+        raise SceneError(f"garment '{name}' is a {ob.type.lower()}, not a mesh: give the garment's mesh object")
+    if ob == arm:
+        raise SceneError("the armature cannot be its own garment")
+    return ob
+
+
+def read_source_vertices(scene, arm, source, frames, garment):
+    """(F,V,3) world vertices of ``garment`` over ``frames`` with ``arm`` playing ``source``
+    and the garment's own RelDesc modifier off; the armature's action and the modifier are
+    put back after."""
+    mod = garment.modifiers.get(MODIFIER)
+    shown = None if mod is None else (mod.show_viewport, mod.show_render)
+    ad = arm.animation_data
+    before = (ad.action, ad.action_slot) if ad is not None else (None, None)
+    try:
+        if mod is not None:
+            mod.show_viewport = mod.show_render = False
+        adapter.assign(arm, source, adapter.armature_slot(arm, source))
+        verts, tris, _ = adapter.read_environment_frames(scene, [garment], frames)
+    finally:
+        if before[0] is not None:
+            adapter.assign(arm, *before)
+        if mod is not None:
+            mod.show_viewport, mod.show_render = shown
+    return verts, tris
+
+
+def bind_garment(scene, arm, name):
+    """Record mesh ``name`` as a garment of the bound ``arm`` (checked against the binding: the
+    garment must be near the body). Returns a report."""
+    from . import jobs
+    from .core.garment import bind_garment as core_bind
+    garment = _garment(name, arm)
+    bound = jobs.Bound(arm)
+    source = adapter.bound_source(arm, bound.meta)
+    if source is None:
+        raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion to adapt")
+    verts, tris = read_source_vertices(scene, arm, source, bound.frames, garment)
+    try:
+        g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris, body_height=bound.binding.body_height)
+    except RelDescError as e:
+        raise SceneError(f"garment '{name}': {e}") from None
+    names = garment_names(arm)
+    if garment.name not in names:
+        names.append(garment.name)
+    arm.data[GARMENTS_KEY] = names
+    return dict(garment=garment.name, vertices=int(verts.shape[1]), frames=int(len(bound.frames)),
+                edges=int(len(g.edges)), garments=names)
+
+
+def cache_path(garment):
+    folder = bpy.path.abspath("//") if bpy.data.filepath else tempfile.gettempdir()
+    return os.path.join(folder, f"{bpy.path.clean_name(garment.name)}.reldesc.pc2")
+
+
+def carry(job):
+    """After ``job`` (a ``jobs.BakeJob``) computed its result: each of its armature's garments
+    carried onto the adapted motion, written as a point cache and shown by a Mesh Cache
+    modifier. Returns a report per garment."""
+    from .core.garment import bind_garment as core_bind, carry_garment, write_pc2
+    arm, bound = job.arm, job.bound
+    out = []
+    for name in garment_names(arm):
+        garment = _garment(name, arm)
+        verts, tris = read_source_vertices(job.scene, arm, job.source, bound.frames, garment)
+        try:
+            g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris,
+                          body_height=bound.binding.body_height)
+            world = carry_garment(g, job.result.positions)
+        except RelDescError as e:
+            raise SceneError(f"garment '{name}': {e}") from None
+        inv = np.linalg.inv(np.array(garment.matrix_world, dtype=float))
+        local = world @ inv[:3, :3].T + inv[:3, 3]
+        path = cache_path(garment)
+        write_pc2(path, local, start=float(bound.frames[0]), rate=1.0)
+        mod = garment.modifiers.get(MODIFIER) or garment.modifiers.new(MODIFIER, 'MESH_CACHE')
+        mod.cache_format = 'PC2'
+        mod.filepath = path
+        mod.frame_start = float(bound.frames[0])
+        mod.frame_scale = 1.0
+        mod.forward_axis, mod.up_axis = 'POS_Y', 'POS_Z'
+        out.append(dict(garment=garment.name, cache=path, vertices=int(local.shape[1])))
+    return out

@@ -1,0 +1,106 @@
+"""Garments through the real operators (reldesc.bind_garment, bake): a skirt skinned to the
+hips carried onto a walk whose legs got longer, as a PC2 point cache and a Mesh Cache modifier."""
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from blender_reldesc import demo, garments  # noqa: E402
+from blender_reldesc.core.garment import mesh_edges, read_pc2  # noqa: E402
+
+
+def _lengthen_legs(arm, factor):
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones
+    for side in ("Left", "Right"):
+        for name in (side + "UpLeg", side + "Leg"):
+            b = eb[name]
+            tail = b.head + (b.tail - b.head) * factor
+            move = tail - b.tail
+            b.tail = tail
+            for child in b.children_recursive:
+                if not child.use_connect:
+                    child.head += move
+                child.tail += move
+    bpy.ops.object.mode_set(mode='OBJECT')
+
+
+def _evaluated(ob, scene, frame):
+    scene.frame_set(frame)
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    co = np.empty(len(ev.data.vertices) * 3)
+    ev.data.vertices.foreach_get("co", co)
+    m = np.array(ev.matrix_world)
+    return co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+
+
+def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
+    scene, arm, skirt, env = demo.build_garment_scene(frames=30)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "skirt.blend"))
+    before = skirt.data.vertices[0].co.copy()
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    assert garments.garment_names(arm) == ["Skirt"]
+    source = [_evaluated(skirt, scene, f) for f in (1, 15, 30)]
+    _lengthen_legs(arm, 1.15)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    mod = skirt.modifiers[garments.MODIFIER]
+    assert mod.type == 'MESH_CACHE' and mod.cache_format == 'PC2'
+    cached, start, _ = read_pc2(bpy.path.abspath(mod.filepath))
+    assert start == 1.0 and cached.shape[0] == 30
+    edges = mesh_edges(np.array([p.vertices[:] for p in skirt.data.polygons if len(p.vertices) == 3]
+                                + [t for p in skirt.data.polygons if len(p.vertices) == 4
+                                   for t in ((p.vertices[0], p.vertices[1], p.vertices[2]),
+                                             (p.vertices[0], p.vertices[2], p.vertices[3]))]))
+    hips = [b.name for b in arm.data.bones].index("Hips")
+    for k, f in enumerate((1, 15, 30)):
+        now = _evaluated(skirt, scene, f)
+        # The modifier plays the carried skirt: it rose with the hips on the longer legs, its
+        # edges within 5 % of their source lengths.
+        assert now[:, 2].mean() - source[k][:, 2].mean() > 0.03
+        then_len = np.linalg.norm(source[k][edges[:, 1]] - source[k][edges[:, 0]], axis=1)
+        now_len = np.linalg.norm(now[edges[:, 1]] - now[edges[:, 0]], axis=1)
+        assert np.abs(now_len / then_len - 1.0).max() <= 0.05
+    assert hips >= 0
+    # The garment's own mesh is untouched.
+    assert skirt.data.vertices[0].co == before
+
+
+def test_bad_garments_say_why():
+    scene, arm, skirt, env = demo.build_garment_scene(frames=10)
+    with pytest.raises(RuntimeError, match="not bound"):
+        bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt")
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    for name, message in (("Nobody", "no object named"), ("Walker", "not a mesh")):
+        with pytest.raises(RuntimeError, match=message):
+            bpy.ops.reldesc.bind_garment(armature="Walker", garment=name)
+    skirt.location.z += 5.0
+    with pytest.raises(RuntimeError, match="near it"):
+        bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt")
+    assert garments.garment_names(arm) == []
+
+
+def test_command_line_bind_with_a_garment(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = tmp_path / "skirt.blend"
+    code = ("import bpy; from blender_reldesc import demo; demo.build_garment_scene(frames=12); "
+            f"bpy.ops.wm.save_as_mainfile(filepath={str(path)!r}); import os; os._exit(0)")
+    env = dict(os.environ, PYTHONPATH=root)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env=env, capture_output=True, timeout=300)
+    cli = [sys.executable, "-m", "blender_reldesc"]
+    bad = subprocess.run(cli + ["bind", str(path), "--armature", "Walker"], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert bad.returncode == 1 and "--environment" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    done = subprocess.run(cli + ["bind", str(path), "--armature", "Walker", "--environment", "Environment",
+                                 "--garment", "Skirt"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "'Skirt' (" in done.stdout
+    done = subprocess.run(cli + ["bake", str(path), "--armature", "Walker"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "Skirt.reldesc.pc2").exists()

@@ -721,7 +721,7 @@ class BakeJob:
         report = self._write_own()
         if garments.garment_names(self.arm):
             report["garments"] = garments.carry(self)
-        if getattr(self, "partner_jobs", None):
+        if self.partner_jobs:
             report["partners"] = []
             for j in self.partner_jobs:
                 r = j._write_own()

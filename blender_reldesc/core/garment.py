@@ -2,10 +2,10 @@
 "Dynamic garment transfer").
 
 A garment's vertices are described like joints, relative to the character's bones as
-capsules (``characters``): for each vertex, the ``NEAREST`` bones it is closest to over the
-clip; at every frame its closest point on each of them (as a fraction along the bone) and its
-offset from that point in the bone's frame, weighted by the fade window of Eq. 5. When the character changes (its motion adapted,
-its legs 15 % longer), each vertex goes where those offsets put it from the new bones
+capsules (``characters``): at every frame, for each vertex, the ``NEAREST`` bones it is
+closest to, its closest point on each of them (its distance along the bone) and its offset
+from that point in the bone's frame, weighted by the fade window of Eq. 5 (closed at the next
+nearest bone). When the character changes (its motion adapted, its legs 15 % longer), each vertex goes where those offsets put it from the new bones
 (rescaled to the new capsule radius, Eq. 12); no bone-length constraint, but the garment's
 edges are kept near their source lengths softly (``EDGE_ITERATIONS`` Gauss-Seidel passes over
 the edges, coloured like the warping solver's bones) and vertices are pushed out of the new
@@ -32,7 +32,7 @@ from .characters import (_bone_frames, _bones, _side_pair, capsule_radii, closes
                          push_out_of_capsules)
 from .errors import InputError
 
-#: Bones describing each vertex (the nearest over the clip).
+#: Bones describing each vertex (its nearest at each frame).
 NEAREST = 4
 #: Fade window (Eq. 5), body heights.
 WINDOW = 0.25
@@ -48,7 +48,7 @@ CHUNK = 32
 class GarmentBinding:
     """A garment bound to a character: the body ``skeleton`` and its source ``motion``
     (F,J,3), the garment's source ``vertices`` (F,V,3) and ``edges`` (E,2), the body's
-    ``bones`` (B,2) and capsule ``radii`` (J,), each vertex's ``nearest`` bones (V,K), the
+    ``bones`` (B,2) and capsule ``radii`` (J,), how many ``nearest`` bones describe a vertex, the
     body height and the body's side line (for bone frames)."""
 
     skeleton: object
@@ -57,7 +57,7 @@ class GarmentBinding:
     edges: np.ndarray
     bones: np.ndarray
     radii: np.ndarray
-    nearest: np.ndarray
+    nearest: int
     body_height: float
     side: tuple
 
@@ -95,7 +95,7 @@ def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=
     if not len(bones):
         raise InputError("the character has no bones to carry a garment")
     r = capsule_radii(skeleton, motion, radii=radii)
-    # Each vertex's nearest bones, by its mean distance to their capsules over the clip.
+    # How far the garment is from the body: each vertex's mean distance to its nearest capsule.
     F, V, _ = vertices.shape
     probe = np.unique(np.linspace(0, F - 1, min(F, 24)).round().astype(np.int64))
     dist = np.zeros((V, len(bones)))
@@ -104,12 +104,11 @@ def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=
         foot, _ = closest_on_segments(vertices[f][:, None], a[None], b[None])
         dist += np.linalg.norm(vertices[f][:, None] - foot, axis=-1) - r[bones[:, 1]][None]
     k = min(int(nearest), len(bones))
-    near = np.argsort(dist, axis=1, kind="stable")[:, :k]
     gap = float((dist / len(probe)).min(axis=1).max())
     if gap > 0.5 * H:
         raise InputError(f"the garment is {gap:.2f} from the body at its farthest vertex (over half the body height): "
                          "is it the character's garment, and near it?")
-    return GarmentBinding(skeleton, motion, vertices, edges, bones, r, near, H, _side_pair(skeleton, motion))
+    return GarmentBinding(skeleton, motion, vertices, edges, bones, r, k, H, _side_pair(skeleton, motion))
 
 
 def _offsets(binding, motion, rows, radii):
@@ -122,7 +121,7 @@ def _offsets(binding, motion, rows, radii):
     P = motion[rows]
     G = binding.vertices[rows]                                                    # (n,V,3)
     n, V, _ = G.shape
-    K = binding.nearest.shape[1]
+    K = binding.nearest
     a_all, b_all = P[:, bones[:, 0]], P[:, bones[:, 1]]                           # (n,B,3)
     foot, _ = closest_on_segments(G[:, :, None], a_all[:, None], b_all[:, None])   # (n,V,B,3)
     d_all = np.linalg.norm(G[:, :, None] - foot, axis=-1) - radii[bones[:, 1]][None, None]
@@ -163,7 +162,7 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
     if new_motion.shape != binding.motion.shape:
         raise InputError(f"the new motion must have the bound clip's shape {binding.motion.shape}, got "
                          f"{new_motion.shape}")
-    sk, bones, near = binding.skeleton, binding.bones, binding.nearest
+    sk, bones = binding.skeleton, binding.bones
     if radii is None:
         radii = binding.radii                 # longer legs are not thicker ones
     else:

@@ -54,7 +54,6 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
                                 + [t for p in skirt.data.polygons if len(p.vertices) == 4
                                    for t in ((p.vertices[0], p.vertices[1], p.vertices[2]),
                                              (p.vertices[0], p.vertices[2], p.vertices[3]))]))
-    hips = [b.name for b in arm.data.bones].index("Hips")
     for k, f in enumerate((1, 15, 30)):
         now = _evaluated(skirt, scene, f)
         # The modifier plays the carried skirt: it rose with the hips on the longer legs, its
@@ -63,7 +62,6 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
         then_len = np.linalg.norm(source[k][edges[:, 1]] - source[k][edges[:, 0]], axis=1)
         now_len = np.linalg.norm(now[edges[:, 1]] - now[edges[:, 0]], axis=1)
         assert np.abs(now_len / then_len - 1.0).max() <= 0.05
-    assert hips >= 0
     # The garment's own mesh is untouched.
     assert skirt.data.vertices[0].co == before
 

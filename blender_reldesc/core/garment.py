@@ -11,6 +11,12 @@ edges are kept near their source lengths softly (``EDGE_ITERATIONS`` Gauss-Seide
 the edges, coloured like the warping solver's bones) and vertices are pushed out of the new
 capsules where deeper than in the source (plus ``SLACK``).
 
+A garment of more than ``CONTROLS`` vertices is carried through that many of them (its
+controls, spread evenly along the mesh): they are carried as above, and the others follow
+them (``_Embedding``), each control turning its neighbourhood rigidly; a capsule poking into
+the garment raises a tent along its normal. A 10k-vertex skirt: 46 frames/s, edges within
+4.5 % (vertex by vertex: 3 frames/s, 51 %).
+
 Product decisions: the descriptor point keeps its distance from the bone's head (a garment
 keeps its size on longer legs) rather than being re-projected, so that a frame needs no
 solve; and the offsets are taken from the source clip each frame rather than stored (a

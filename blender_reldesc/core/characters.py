@@ -42,7 +42,13 @@ RADIUS_FRACTION = 0.12
 #: Rounds of solving each character against its partners' latest poses.
 ROUNDS = 5
 #: Solver settings of a round against the partners (``solvers.Warper``).
-GUIDED_SOLVER = dict(static_tolerance=1e-7, static_steps=200)
+GUIDED_SOLVER = dict(static_tolerance=1e-7, static_steps=200, segment_tolerance=1e-3)
+#: The last round's segments join within this (body heights): what is written has no step
+#: at a join a viewer could see, the rounds before only feed the next one's targets.
+LAST_ROUND_SEGMENTS = 1e-5
+#: A character whose targets, its partners' included, are within this of where it is (body
+#: heights), and that no capsule pushes, is not adapted again.
+REST_TOLERANCE = 1e-9
 #: Fade window of the last round (Eq. 5), body heights.
 WINDOW = 0.25
 #: A partner capsule whose surface is this close (body heights) counts as touched:
@@ -357,7 +363,14 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         for key, value in GUIDED_SOLVER.items():
             g["solver_options"].setdefault(key, value)
         guided.append(g)
+    last = []
+    for c, g in enumerate(guided):
+        opts = dict(g["solver_options"])
+        if "segment_tolerance" not in (own[c].get("solver_options") or {}):
+            opts["segment_tolerance"] = LAST_ROUND_SEGMENTS
+        last.append(dict(g, solver_options=opts))
     results = [None] * n
+    settled = [False] * n
     current = []
     for c, b in enumerate(bindings):
         if poses[c] is not None:
@@ -369,12 +382,14 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], progress=step_progress(), **own[c])
             finished_one()
             current.append(results[c].positions)
+            settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * \
+                partners.body_height
     # The paper's three windows (every capsule, half the body height, Eq. 5's fade), the first
     # repeated: rounds are whole-clip solves of one character after the other, and a grown
     # partner's hand met the other's (4 cm apart in the source) 7 cm apart after three rounds,
     # 5 cm after four, 3-4 cm after five.
     windows = ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
-    for window in windows:
+    for r, window in enumerate(windows):
         for c, b in enumerate(bindings):
             if poses[c] is not None:
                 continue
@@ -385,8 +400,13 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 caps.append((current[o][:, rel.bones[:, 0]], current[o][:, rel.bones[:, 1]],
                              now_radii[o][rel.bones[:, 1]]))
             guide = Guide(t, prox, CapsuleCollisions(caps, depth))
+            if settled[c] and _at_rest(current[c], t, prox, guide.collide, H):
+                # Its own targets and its partners' are where it already is, and no capsule
+                # pushes it (an unedited or rigidly moved pair): the round would give it back.
+                finished_one()
+                continue
             results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide, progress=step_progress(),
-                               **guided[c])
+                               **(guided[c] if r < len(windows) - 1 else last[c]))
             finished_one()
             current[c] = results[c].positions
     for c, b in enumerate(bindings):
@@ -395,6 +415,17 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             results[c] = AdaptResult(current[c], current[c], zeros, zeros[:, 0], zeros[:, 0],
                                      b.skeleton.bone_lengths(current[c]), zeros, {}, [])
     return results
+
+
+def _at_rest(pose, targets, proximity, collide, body_height):
+    """Whether ``pose`` (F,J,3) is on the partners' ``targets`` wherever they weigh
+    (``proximity`` > 0) and ``collide`` leaves it where it is, within ``REST_TOLERANCE``."""
+    tol = REST_TOLERANCE * body_height
+    weighed = proximity > 0
+    if weighed.any() and float(np.abs(targets - pose)[weighed].max()) > tol:
+        return False
+    pushed = collide(pose.copy(), np.arange(len(pose)))
+    return float(np.abs(pushed - pose).max()) <= tol
 
 
 @dataclass

@@ -96,6 +96,8 @@ class Warper:
     warmup : frames each segment after the first is solved from before its own first frame.
     static_tolerance, static_steps : a clip's frame 0 settles until no joint moves more than
         this many body heights in a step, or for this many steps.
+    segment_tolerance : ``run`` re-solves a segment until its start is within this many body
+        heights of its predecessor's end.
     rows : optional (R,) int, the frame each row of the batch plays when rows are not frames
         (a crowd's rows are (character, frame)): lengths, limits, hinges and collisions are
         looked up by it, pins per row (``pins`` (R,J,3)), without copying per-frame data per row.
@@ -105,7 +107,8 @@ class Warper:
                  substeps=C.SUBSTEPS, iterations=C.CONSTRAINT_ITERATIONS,
                  final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None,
                  segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP, rows=None,
-                 static_tolerance=C.STATIC_TOLERANCE, static_steps=C.STATIC_MAX_STEPS):
+                 static_tolerance=C.STATIC_TOLERANCE, static_steps=C.STATIC_MAX_STEPS,
+                 segment_tolerance=C.SEGMENT_TOLERANCE):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         order, slices = colour_slices(edges, J)
@@ -125,6 +128,7 @@ class Warper:
         self.warmup = int(warmup)
         self.rows = None if rows is None else np.asarray(rows, np.int64)
         self.static_tolerance, self.static_steps = float(static_tolerance), int(static_steps)
+        self.segment_tolerance = float(segment_tolerance)
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
@@ -341,7 +345,7 @@ class Warper:
         out[0] = np.array(start, float) if settled else self._first_frame(targets[0], start, affinity[0])
         p = targets[first].copy()
         p[0] = out[0]
-        tol = C.SEGMENT_TOLERANCE * self.body_height
+        tol = self.segment_tolerance * self.body_height
         used = None                                                # the pose each segment went on from
         done = 0
         budget = steps + 3 * L                                     # for progress: passes are guessed

@@ -133,7 +133,7 @@ def plot(curves, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print(f"\n(matplotlib not installed: no plot written; `make bench-scale` installs it)")
+        print("\n(matplotlib not installed: no plot written; `make bench-scale` installs it)")
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, (key, label, sets) in zip(axes, curves):

@@ -75,7 +75,8 @@ def bind_garment(scene, arm, name):
         raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion to adapt")
     verts, tris = read_source_vertices(scene, arm, source, bound.frames, garment)
     try:
-        g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris, body_height=bound.binding.body_height)
+        g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris, body_height=bound.binding.body_height,
+                      radii=_body_radii(arm, bound, garment))
     except RelDescError as e:
         raise SceneError(f"garment '{name}': {e}") from None
     names = garment_names(arm)
@@ -84,6 +85,13 @@ def bind_garment(scene, arm, name):
     arm.data[GARMENTS_KEY] = names
     return dict(garment=garment.name, vertices=int(verts.shape[1]), frames=int(len(bound.frames)),
                 edges=int(len(g.edges)), garments=names)
+
+
+def _body_radii(arm, bound, garment):
+    """The body's capsule radii (``partners.capsule_radii``: its skinned meshes, this garment
+    and the other garments aside, or the bones' radius properties; NaN: the core's default)."""
+    from .partners import capsule_radii
+    return capsule_radii(arm, bound.binding.skeleton, exclude={garment.name})
 
 
 def cache_path(garment):
@@ -103,7 +111,7 @@ def carry(job):
         verts, tris = read_source_vertices(job.scene, arm, job.source, bound.frames, garment)
         try:
             g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris,
-                          body_height=bound.binding.body_height)
+                          body_height=bound.binding.body_height, radii=_body_radii(arm, bound, garment))
             world = carry_garment(g, job.result.positions)
         except RelDescError as e:
             raise SceneError(f"garment '{name}': {e}") from None

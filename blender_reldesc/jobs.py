@@ -70,6 +70,8 @@ class BindJob:
         self.bone_set = bone_set or "DEFORM"
         #: the armatures bound with this one as partners (``partners.PartnersBindJob``)
         self.partners = []
+        #: its capsule radii per joint (None: a share of the bone's length), measured at bind
+        self.capsule_radii = None
 
     def read(self):
         t0 = time.perf_counter()
@@ -121,6 +123,9 @@ class BindJob:
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path,
                     bone_set=self.bone_set, bones=len(self.rig.names), partners=list(self.partners))
+        if self.capsule_radii is not None:
+            # -1 where unknown (ID properties hold no None or NaN)
+            meta["capsule_radii"] = [float(r) if np.isfinite(r) else -1.0 for r in self.capsule_radii]
         extra = {} if self.stretch is None else {"stretch": self.stretch}
         pose = _save_npz(rotations=self.rotations, world=self.world, bones=np.asarray(self.rig.names, dtype=str),
                          rest_lengths=rest_lengths(self.rig), outer_pose=self.outer_pose,

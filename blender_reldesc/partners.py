@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import bpy
+import numpy as np
 
 from . import jobs
 from .adapter import SceneError
@@ -72,6 +73,7 @@ class PartnersBindJob:
         reports = []
         for job in self.jobs:
             job.partners = [name for name in group if name != job.arm.name]
+            job.capsule_radii = capsule_radii(job.arm, job.skeleton)
             reports.append(job.write())
         report = dict(reports[0])
         report["partners"] = [dict(armature=j.arm.name, action=r["action"], descriptors=r["descriptors"])
@@ -82,6 +84,59 @@ class PartnersBindJob:
         self.read()
         self.compute(progress or jobs._print_progress(self.label))
         return self.write()
+
+
+#: A pose bone's custom property giving its capsule radius (metres) by hand.
+RADIUS_PROPERTY = "reldesc_radius"
+#: Vertices weighted at least this much to a bone measure its capsule.
+SKIN_WEIGHT = 0.5
+
+
+def skinned_meshes(arm, exclude=()):
+    """Mesh objects deformed by ``arm`` (an Armature modifier on it), its garments aside."""
+    from .garments import garment_names
+    worn = set(garment_names(arm)) | set(exclude)
+    return [ob for ob in bpy.data.objects if ob.type == 'MESH' and ob.name not in worn and any(
+        m.type == 'ARMATURE' and m.object == arm for m in ob.modifiers)]
+
+
+def capsule_radii(arm, skeleton, exclude=()):
+    """(J,) capsule radii for ``skeleton``'s joints (the bone ending at each: its parent joint's
+    bone), NaN where none is known (``characters.capsule_radii`` then takes a share of the
+    bone's length): a pose bone's ``reldesc_radius`` property where set, else the mean
+    distance from the bone's own axis, at rest, of the vertices weighted at least
+    ``SKIN_WEIGHT`` to it in the meshes ``arm`` deforms (three at least). A bone's radius
+    goes to every segment from its head (the hips' to the spine and both thighs)."""
+    from .core.characters import closest_on_segments
+    w = np.array(arm.matrix_world, float)
+    skin = {}                                                   # bone name -> world points
+    for ob in skinned_meshes(arm, exclude):
+        me = ob.data
+        co = np.empty(len(me.vertices) * 3)
+        me.vertices.foreach_get("co", co)
+        m = np.array(ob.matrix_world, float)
+        co = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+        groups = {g.index: g.name for g in ob.vertex_groups}
+        for v in me.vertices:
+            for g in v.groups:
+                if g.weight >= SKIN_WEIGHT and g.group in groups:
+                    skin.setdefault(groups[g.group], []).append(co[v.index])
+    radius = {}
+    for bone in arm.data.bones:
+        pb = arm.pose.bones.get(bone.name)
+        if pb is not None and RADIUS_PROPERTY in pb.keys():
+            radius[bone.name] = float(pb[RADIUS_PROPERTY])
+            continue
+        points = skin.get(bone.name)
+        if points is None or len(points) < 3:
+            continue
+        head = w[:3, :3] @ np.array(bone.head_local, float) + w[:3, 3]
+        tail = w[:3, :3] @ np.array(bone.tail_local, float) + w[:3, 3]
+        points = np.asarray(points)
+        foot, _ = closest_on_segments(points, head[None], tail[None])
+        radius[bone.name] = float(np.linalg.norm(points - foot, axis=1).mean())
+    names, parents = list(skeleton.names), list(skeleton.parents)
+    return np.array([radius.get(names[p], np.nan) if p >= 0 else np.nan for p in parents], float)
 
 
 def partner_bake_jobs(job):
@@ -116,9 +171,22 @@ def compute_together(job, progress=None):
     bindings = [j.bound.binding for j in group]
     if len({b.frame_count for b in bindings}) != 1:
         raise SceneError("the partners' bindings have different frame counts: re-bind them together")
-    relations = bind_partners(bindings)
+    # Capsules: as measured at bind (the source's), and now where the body changed thickness
+    # (its mesh or a bone's radius edited); unchanged, the bone lengths' scale applies.
+    then, now = [], []
+    for j, b in zip(group, bindings):
+        stored = j.bound.meta.get("capsule_radii")
+        measured = capsule_radii(j.arm, b.skeleton)
+        source = measured if stored is None or len(stored) != len(measured) else \
+            np.array([r if r >= 0 else np.nan for r in stored], float)
+        then.append(source)
+        same = np.isnan(source) == np.isnan(measured)
+        changed = not same.all() or np.nanmax(np.abs(np.nan_to_num(source) - np.nan_to_num(measured)),
+                                                initial=0.0) > 1e-3
+        now.append(measured if changed else None)
+    relations = bind_partners(bindings, radii=then)
     per = [dict(affinity_override=j.overrides, vertex_influence=j.influence, hinges=j.hinges) for j in group]
-    results = adapt_partners(bindings, [j.mesh for j in group], relations,
+    results = adapt_partners(bindings, [j.mesh for j in group], relations, radii=now,
                              bone_lengths=[j.bone_lengths for j in group], per_character=per, progress=progress)
     for j, r in zip(group, results):
         j.result, j.outcomes = r, None

@@ -7,7 +7,7 @@ background mode they run synchronously and print progress.
 """
 
 import bpy
-from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, StringProperty
+from bpy.props import EnumProperty, FloatProperty, IntProperty, StringProperty
 
 from .. import adapter, jobs, live
 from ..core import RelDescError

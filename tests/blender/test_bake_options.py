@@ -8,7 +8,6 @@ import bpy
 
 from blender_reldesc import adapter, demo, jobs
 
-from blender_helpers import heads_over_frames
 from test_cli import ROOT, run  # noqa: F401  (the CLI helpers)
 
 FRAMES = np.arange(1, 41)
@@ -151,7 +150,7 @@ def _source_joints(scene, arm):
     mutes = [t.mute for t in ad.nla_tracks]
     for t in ad.nla_tracks:
         t.mute = True
-    action, slot = ad.action, ad.action_slot
+    action = ad.action
     adapter.assign(arm, bpy.data.actions["Walk"], None)
     out = _world_joints(scene, arm)
     ad.action = action

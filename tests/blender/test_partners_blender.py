@@ -94,3 +94,56 @@ def test_command_line_bind_with_partners(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "partner 'Partner' into 'HoldPartner.adapted'" in done.stdout
+
+
+def _skin(arm, radius):
+    """A mesh deformed by ``arm``: a ring of 8 vertices ``radius`` from each bone's axis at
+    its middle (rest pose), weighted fully to that bone."""
+    w = np.array(arm.matrix_world)
+    verts, groups = [], []
+    for bone in arm.data.bones:
+        head, tail = np.array(bone.head_local), np.array(bone.tail_local)
+        axis = (tail - head) / np.linalg.norm(tail - head)
+        u = np.cross(axis, [0.0, 0.0, 1.0] if abs(axis[2]) < 0.9 else [1.0, 0.0, 0.0])
+        u /= np.linalg.norm(u)
+        v = np.cross(axis, u)
+        for a in np.linspace(0.0, 2.0 * np.pi, 8, endpoint=False):
+            p = 0.5 * (head + tail) + radius * (np.cos(a) * u + np.sin(a) * v)
+            verts.append(w[:3, :3] @ p + w[:3, 3])
+            groups.append(bone.name)
+    me = bpy.data.meshes.new(arm.name + "Skin")
+    me.from_pydata([tuple(p) for p in verts], [], [])
+    ob = bpy.data.objects.new(arm.name + "Skin", me)
+    bpy.context.scene.collection.objects.link(ob)
+    for name in dict.fromkeys(groups):
+        ob.vertex_groups.new(name=name).add([i for i, g in enumerate(groups) if g == name], 1.0, 'REPLACE')
+    ob.modifiers.new("Armature", 'ARMATURE').object = arm
+    return ob
+
+
+def test_capsules_come_from_the_skinned_mesh_or_a_bone_property():
+    # The issue: a partner's capsule radius is the mean distance of the bone's weighted
+    # vertices when it has a skinned mesh, else a share of the bone's length, editable per bone.
+    from blender_reldesc import partners
+    from blender_reldesc.core.skeleton.armature import joint_layout
+    scene, lead, partner, env = demo.build_pair_scene(frames=20)
+    _skin(partner, 0.07)
+    partner.pose.bones["Head"][partners.RADIUS_PROPERTY] = 0.11
+    rig = adapter.read_rig(partner)
+    skeleton, _, _ = joint_layout(rig.names, rig.parents)
+    radii = partners.capsule_radii(partner, skeleton)
+    names, parents = skeleton.names, skeleton.parents
+    by_bone = {names[parents[j]]: radii[j] for j in range(len(names)) if parents[j] >= 0}
+    assert by_bone["Head"] == pytest.approx(0.11)
+    measured = [r for n, r in by_bone.items() if n != "Head" and np.isfinite(r)]
+    assert len(measured) >= 10 and np.allclose(measured, 0.07, atol=0.012)
+    # Without a mesh: unknown (NaN), the core's share of the bone length applies.
+    lead_rig = adapter.read_rig(lead)
+    assert np.isnan(partners.capsule_radii(lead, joint_layout(lead_rig.names, lead_rig.parents)[0])).all()
+    # Bound together: the partner's measured radii are kept with its binding, and the bake runs.
+    assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
+    stored = adapter.stored_meta(partner)["capsule_radii"]
+    assert len(stored) == len(names) and any(r == pytest.approx(0.11) for r in stored)
+    assert all(r == -1.0 for r in adapter.stored_meta(lead)["capsule_radii"])     # unknown
+    assert bpy.ops.reldesc.bake(armature="Lead") == {'FINISHED'}
+    assert partner.animation_data.action.name == "HoldPartner.adapted"

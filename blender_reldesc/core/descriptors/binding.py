@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import constants as C
 from .weights import CoefficientCache, Coefficients, frames_of, reconstruct
-from ..errors import BindingError, Cancelled, InputError, SkeletonError
+from ..errors import BindingError, Cancelled, InputError
 from ..geometry.mesh import TriMesh
 from ..geometry.proximity import CoverageIndex
 from .sampling import GeodesicSampler

@@ -137,7 +137,6 @@ def _several_children(original, adapted, rot, parents, multi, child, primary, ey
     """(F,M,3,3) rotations of joints ``multi`` (M,) that have several children (``child``: every
     child with a length): the best-fit rotation of the child offsets, children padded to the
     most any of them has with weight 0."""
-    F = len(original)
     kids = [child[parents[child] == j] for j in multi.tolist()]
     K = max(len(k) for k in kids)
     index = np.array([np.pad(k, (0, K - len(k)), mode="edge") for k in kids])      # (M,K)

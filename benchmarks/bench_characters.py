@@ -54,6 +54,30 @@ def main(argv=None):
             print(f"| {label} | {rounds} | {dt:.2f} | {args.frames / dt:.0f} | {100 * gap.min():.1f}-{100 * gap.max():.1f} "
                   f"| {100 * alone.min():.1f}-{100 * alone.max():.1f} |")
 
+    # The collar tie (``synthetic.pair_scene(hold="wrestle")``), the partner scaled.
+    skel, (a, b) = S.pair_scene(args.frames, apart=0.45, hold="wrestle")
+    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+    partners = bind_partners([ba, bb])
+    i = skel.index
+
+    def holds(pa, pb):
+        return max(np.abs(np.linalg.norm(p[:, i(h)] - q[:, i(s)], axis=-1) - 0.05).max()
+                   for p, q in ((pa, pb), (pb, pa)) for h, s in (("RightHand", "LeftArm"), ("LeftHand", "RightArm")))
+
+    print()
+    print("| wrestling hold, partner scaled | s | pair frames/s | hands off the shoulders (cm, worst of 4) "
+          "| without partners (cm) |")
+    print("|---|---|---|---|---|")
+    lengths = skel.bone_lengths(b).mean(axis=0)
+    for scale in (0.8, 0.9, 1.0, 1.1, 1.2):
+        scaled = {n: scale * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}
+        t0 = time.perf_counter()
+        out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, scaled])
+        dt = time.perf_counter() - t0
+        alone = holds(adapt(ba, mesh).positions, adapt(bb, mesh, bone_lengths=scaled).positions)
+        print(f"| {scale:.1f} | {dt:.2f} | {args.frames / dt:.0f} | {100 * holds(out[0].positions, out[1].positions):.1f} "
+              f"| {100 * alone:.1f} |")
+
 
 if __name__ == "__main__":
     main()

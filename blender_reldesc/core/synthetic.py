@@ -868,7 +868,10 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     - "hands": A (at -x, facing +x) holds B's left hand in its right, the clasped hands
       swinging 6 cm up and down (A's ``RightHand`` and B's ``LeftHand`` 4 cm apart);
     - "shoulder": A's right hand rests on B's left shoulder (``RightHand`` 5 cm over B's
-      ``LeftArm``, the hand flat), B's arms hanging (use ``apart`` 0.5).
+      ``LeftArm``, the hand flat), B's arms hanging (use ``apart`` 0.5);
+    - "wrestle": a collar tie (use ``apart`` 0.45): both lean 12° into each other, swaying
+      ±4° out of step, and each has both hands on the other's shoulders (``LeftHand`` 5 cm
+      over the other's ``RightArm``, ``RightHand`` over its ``LeftArm``).
 
     Returns ``skeleton, (motion_a (F,J,3), motion_b (F,J,3))`` (one skeleton, two clips).
     """
@@ -876,18 +879,18 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     idx = skel.names.index
     t = np.arange(frames) / fps
 
-    def one(x0, turn, side, target, phase):
-        lean = np.radians(3.0) * np.sin(2.0 * np.pi * t / 2.5 + phase)
+    def one(x0, turn, targets, phase, lean=0.0, sway=3.0):
+        tilt = np.radians(lean) + np.radians(sway) * np.sin(2.0 * np.pi * t / 2.5 + phase)
         pos = np.zeros((frames, len(skel), 3))
         pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT]
-        _upper_body(pos, skel, off, _rot_y(lean))
+        _upper_body(pos, skel, off, _rot_y(tilt))
         c, s = np.cos(turn), np.sin(turn)
         Rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
         origin = np.array([x0, 0.0, 0.0])
         for arm in ("Left", "Right"):
             sign = 1.0 if arm == "Left" else -1.0
-            if arm == side:
-                local = (target - origin) @ Rz                   # the target in this character's frame
+            if arm in targets:
+                local = (targets[arm] - origin) @ Rz                  # the target in this character's frame
                 _arm_to(pos, skel, off, arm, local, np.array([-0.3, sign, -0.5]))
             else:
                 shoulder = pos[:, idx(arm + "Arm")]
@@ -899,13 +902,20 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     if hold == "hands":
         grip = np.stack([np.zeros(frames), np.full(frames, -0.2), 1.1 + 0.03 * np.sin(2.0 * np.pi * t / 2.0)],
                         axis=1)
-        a = one(-apart / 2, 0.0, "Right", grip - [0.02, 0.0, 0.0], 0.0)
-        b = one(apart / 2, np.pi, "Left", grip + [0.02, 0.0, 0.0], 1.3)
+        a = one(-apart / 2, 0.0, {"Right": grip - [0.02, 0.0, 0.0]}, 0.0)
+        b = one(apart / 2, np.pi, {"Left": grip + [0.02, 0.0, 0.0]}, 1.3)
     elif hold == "shoulder":
-        b = one(apart / 2, np.pi, None, None, 1.3)
-        a = one(-apart / 2, 0.0, "Right", b[:, idx("LeftArm")] + [0.0, 0.0, 0.05], 0.0)
+        b = one(apart / 2, np.pi, {}, 1.3)
+        a = one(-apart / 2, 0.0, {"Right": b[:, idx("LeftArm")] + [0.0, 0.0, 0.05]}, 0.0)
+    elif hold == "wrestle":
+        up = np.array([0.0, 0.0, 0.05])
+        b = one(apart / 2, np.pi, {}, 1.6, lean=12.0, sway=4.0)        # its shoulders first
+        a = one(-apart / 2, 0.0, {"Right": b[:, idx("LeftArm")] + up, "Left": b[:, idx("RightArm")] + up}, 0.0,
+                lean=12.0, sway=4.0)
+        b = one(apart / 2, np.pi, {"Right": a[:, idx("LeftArm")] + up, "Left": a[:, idx("RightArm")] + up}, 1.6,
+                lean=12.0, sway=4.0)
     else:
-        raise ValueError(f"hold must be 'hands' or 'shoulder', got {hold!r}")
+        raise ValueError(f"hold must be 'hands', 'shoulder' or 'wrestle', got {hold!r}")
     return skel, (a, b)
 
 

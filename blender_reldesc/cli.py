@@ -131,12 +131,14 @@ def build_parser(blender_command=False):
                        help="write the settings of a Flamenco 'reldesc_batch' job for this manifest, run nothing")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
-    p.add_argument("--scene", choices=("bridge", "stones", "ceiling", "chair", "crowd", "transfer"), default="bridge",
+    from .demo import SCENES
+    p.add_argument("--scene", choices=SCENES, default="bridge",
                    help="bridge: a walk over a sagging bridge under a lowered beam (default); stones: a stepping "
                         "stone moved away, the foot re-positioned; ceiling: a ceiling brought down over a walk, the root "
                         "replanned under it; chair: a seated character loses an armrest and its seat is lowered; crowd: "
-                        "a walk on flat ground walked by a crowd "
-                        "along a curve over hills")
+                        "a walk on flat ground walked by a crowd along a curve over hills; transfer: sitting on a chair "
+                        "moved onto a stool; pair: two characters holding hands, one grown 20 %%; garment: a skirt "
+                        "carried onto a walk whose legs got 15 %% longer")
     return parser
 
 

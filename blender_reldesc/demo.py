@@ -216,17 +216,12 @@ def lower_beam(beam, drop=0.3):
     beam.location.z -= drop
 
 
-def add_stick_figure(arm, radius=0.035):
+def add_stick_figure(arm, radius=0.035, color=(0.85, 0.35, 0.15)):
     """A body that reads as a person for rendering: a capsule per bone (a cylinder with a
     sphere at each joint), thicker on the trunk and thighs, and a head."""
     coll = bpy.data.collections.new("Figure")
     bpy.context.scene.collection.children.link(coll)
-    mat = bpy.data.materials.new("Figure")
-    mat.diffuse_color = (0.85, 0.35, 0.15, 1.0)
-    mat.use_nodes = True
-    bsdf = mat.node_tree.nodes.get("Principled BSDF")
-    if bsdf is not None:
-        bsdf.inputs["Base Color"].default_value = (0.85, 0.35, 0.15, 1.0)
+    mat = _material("Figure", color)
 
     def part(op, name, bone, location, rotation=(0.0, 0.0, 0.0), **size):
         op(**size)
@@ -256,6 +251,47 @@ def add_stick_figure(arm, radius=0.035):
             part(bpy.ops.mesh.primitive_uv_sphere_add, "Head.skull", bone, (0.0, 0.02, 0.02),
                  segments=24, ring_count=12, radius=0.11)
     return coll
+
+
+def _material(name, color):
+    mat = bpy.data.materials.new(name)
+    mat.diffuse_color = (*color, 1.0)
+    mat.use_nodes = True
+    bsdf = mat.node_tree.nodes.get("Principled BSDF")
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = (*color, 1.0)
+    return mat
+
+
+def grow_armature(arm, factor):
+    """Every bone of ``arm`` ``factor`` times as long (its rest pose scaled about the
+    armature's origin), in edit mode."""
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    # All positions first: a connected child's head is its parent's tail (moved with it).
+    ends = [(eb, eb.head * factor, eb.tail * factor) for eb in arm.data.edit_bones]
+    for eb, head, tail in ends:
+        eb.head, eb.tail = head, tail
+    bpy.ops.object.mode_set(mode='OBJECT')
+
+
+def lengthen_legs(arm, factor):
+    """The thighs and shins of ``arm`` (``<Side>UpLeg``, ``<Side>Leg``) ``factor`` times as long,
+    the feet moved with them, in edit mode."""
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    eb = arm.data.edit_bones
+    for side in ("Left", "Right"):
+        for name in (side + "UpLeg", side + "Leg"):
+            b = eb[name]
+            tail = b.head + (b.tail - b.head) * factor
+            move = tail - b.tail
+            b.tail = tail
+            for child in b.children_recursive:
+                if not child.use_connect:
+                    child.head += move
+                child.tail += move
+    bpy.ops.object.mode_set(mode='OBJECT')
 
 
 def _label(scene, cam, text):
@@ -309,18 +345,24 @@ def _stage(scene, view, lens, resolution):
     return cam
 
 
-def render_before_after(scene, arm, source, adapted, frame, path, view=None, captions=None):
+def render_before_after(scene, arm, source, adapted, frame, path, view=None, captions=None, others=(),
+                        after_only=()):
     """Render ``frame`` with the source and the adapted action side by side into ``path``.
 
     view : ``(location, rotation_euler)`` of the camera (default: the bridge and beam).
-    captions : the two captions (before, after)."""
+    captions : the two captions (before, after).
+    others : more ``(armature, source, adapted)`` switched along (partners).
+    after_only : modifiers shown in the after half only (a garment's point cache)."""
     # Wide enough for the lowered beam and the bent stretch of the bridge behind it.
     cam = _stage(scene, view or ((BEAM_X + 1.6, -7.8, 1.15), (np.radians(88), 0.0, 0.0)), 35, (640, 420))
     halves = []
     captions = captions or ("Before: source motion in the edited scene", "After: adapted")
     for action, tag, text in ((source, "before", captions[0]), (adapted, "after", captions[1])):
-        adapter.assign_action(arm, action)
-        arm.animation_data.action_slot = action.slots[0]
+        for ob, act in [(arm, action)] + [(o, s if tag == "before" else a) for o, s, a in others]:
+            adapter.assign_action(ob, act)
+            ob.animation_data.action_slot = act.slots[0]
+        for mod in after_only:
+            mod.show_viewport = mod.show_render = tag == "after"
         scene.frame_set(frame)
         label = _label(scene, cam, text)
         p = os.path.splitext(path)[0] + f"_{tag}.png"
@@ -337,16 +379,22 @@ def render_before_after(scene, arm, source, adapted, frame, path, view=None, cap
     out.filepath_raw = path
     out.file_format = 'PNG'
     out.save()
-    adapter.assign_action(arm, adapted)
-    arm.animation_data.action_slot = adapted.slots[0]
+    for ob, act in [(arm, adapted)] + [(o, a) for o, _, a in others]:
+        adapter.assign_action(ob, act)
+        ob.animation_data.action_slot = act.slots[0]
 
 
-def _bind(scene, arm, env, body_height=None):
-    """Point the scene's settings at the walker and its environment, bind; the bind report."""
+def _bind_settings(scene, arm, env):
+    """Point the scene's settings at the walker and its environment."""
     if not hasattr(bpy.types.Scene, "reldesc"):
         from . import properties
         properties.register()
     scene.reldesc.armature, scene.reldesc.environment = arm, env
+
+
+def _bind(scene, arm, env, body_height=None):
+    """Point the scene's settings at the walker and its environment, bind; the bind report."""
+    _bind_settings(scene, arm, env)
     return jobs.bind_job(scene, arm, env.name, body_height)
 
 
@@ -354,12 +402,15 @@ def _write(out_dir, report):
     """report.json and demo.blend in ``out_dir``; returns the report."""
     with open(os.path.join(out_dir, "report.json"), "w") as fh:
         json.dump(report, fh, indent=1)
-    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")), copy=False)
+    backup = os.path.join(out_dir, "demo.blend1")
+    if os.path.exists(backup):
+        os.remove(backup)
     return report
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer")
+SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer", "pair", "garment")
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
@@ -372,8 +423,10 @@ def run(out_dir, frames=150, scene_name="bridge"):
         of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9),
         "chair" (a seated character, Fig. 12: the left armrest is taken away and the seat
         lowered; the hand moves onto the seat, the pelvis follows the seat down), "crowd" (a
-        walk on flat ground, walked by a crowd along a curve over hills) or "transfer" (sitting
-        on a chair moved onto a stool elsewhere in the room, thesis ch. 4)."""
+        walk on flat ground, walked by a crowd along a curve over hills), "transfer" (sitting
+        on a chair moved onto a stool elsewhere in the room, thesis ch. 4), "pair" (two
+        characters holding hands, one grown 20 %: baked together, the hands still meet, §9) or
+        "garment" (a skirt carried onto a walk whose legs got 15 % longer, §9)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -387,6 +440,10 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_chair(out_dir)
     if scene_name == "transfer":
         return _run_transfer(out_dir)
+    if scene_name == "pair":
+        return _run_pair(out_dir)
+    if scene_name == "garment":
+        return _run_garment(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -558,10 +615,92 @@ def build_pair_scene(frames=60, hold="hands"):
     return scene, lead, partner, env
 
 
-def build_garment_scene(frames=60):
+def _run_pair(out_dir, frames=90, grow=1.2):
+    """Two characters holding hands, bound together; the partner grown ``grow`` times (its
+    bones); both baked together; the middle frame rendered before (the sources: the hands
+    apart) and after (the hands meet)."""
+    from .partners import PartnersBindJob
+    scene, lead, partner, env = build_pair_scene(frames)
+    _bind_settings(scene, lead, env)
+    bind_report = PartnersBindJob(scene, lead, env.name, [partner.name]).run()
+    grow_armature(partner, grow)
+    scene.frame_set(1)
+    bake_report = jobs.bake_job(scene, lead)
+    other = bake_report["partners"][0]
+    add_stick_figure(lead)
+    add_stick_figure(partner, color=(0.2, 0.45, 0.8))
+    frame = frames // 2
+    gaps = {}
+    for tag, (a, b) in (("source", ("HoldLead", "HoldPartner")), ("adapted", (bake_report["action"], other["action"]))):
+        for ob, name in ((lead, a), (partner, b)):
+            adapter.assign_action(ob, bpy.data.actions[name])
+            ob.animation_data.action_slot = bpy.data.actions[name].slots[0]
+        scene.frame_set(frame)
+        p = (np.array(lead.matrix_world) @ np.r_[lead.pose.bones["RightHand"].head, 1.0])[:3]
+        q = (np.array(partner.matrix_world) @ np.r_[partner.pose.bones["LeftHand"].head, 1.0])[:3]
+        gaps[tag] = float(np.linalg.norm(p - q))
+    view = ((0.0, -4.2, 1.25), (np.radians(88), 0.0, 0.0))
+    render_before_after(scene, lead, bpy.data.actions["HoldLead"], bpy.data.actions[bake_report["action"]], frame,
+                        os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: partner grown 20 %, hands apart", "After: baked together, hands meet"),
+                        others=[(partner, bpy.data.actions["HoldPartner"], bpy.data.actions[other["action"]])])
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="pair",
+                  hands_apart_at_render_frame=gaps)
+    return _write(out_dir, report)
+
+
+def _run_garment(out_dir, frames=60, legs=1.15):
+    """A skirt on a walk: bind, bind the skirt as a garment, lengthen the legs ``legs`` times,
+    bake; the skirt is carried (a PC2 point cache and a Mesh Cache modifier); the middle frame
+    rendered before (the source walk on the longer legs, the skirt skinned to the hips) and
+    after."""
+    from . import garments
+    scene, arm, skirt, env = build_garment_scene(frames, rings=30, around=64)
+    # Saved first: the bake writes the point cache beside the .blend (an unsaved file's would
+    # go to the temporary folder, and demo.blend would point there).
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    bind_report = _bind(scene, arm, env)
+    garment_report = garments.bind_garment(scene, arm, skirt.name)
+    lengthen_legs(arm, legs)
+    scene.frame_set(1)
+    bake_report = jobs.bake_job(scene, arm)
+    add_stick_figure(arm)
+    skirt.data.materials.append(_material("Skirt", (0.25, 0.55, 0.35)))
+    frame = frames // 2
+    hips = jobs.Bound(arm).binding.motion[frame - 1, jobs.Bound(arm).binding.skeleton.index("Hips")]
+    view = ((hips[0], -4.6, 0.9), (np.radians(90), 0.0, 0.0))
+    render_before_after(scene, arm, bpy.data.actions["Walk"], bpy.data.actions[bake_report["action"]], frame,
+                        os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: legs 15 % longer, skirt skinned", "After: walk adapted, skirt carried"),
+                        after_only=[skirt.modifiers[garments.MODIFIER]])
+    # What the render shows, measured: the skirt as it plays (the point cache) against the
+    # source's (skinned, the source walk) at the render frame.
+    mod = skirt.modifiers[garments.MODIFIER]
+    shown = {}
+    for tag, action, on in (("source", bpy.data.actions["Walk"], False),
+                            ("carried", bpy.data.actions[bake_report["action"]], True)):
+        adapter.assign_action(arm, action)
+        arm.animation_data.action_slot = action.slots[0]
+        mod.show_viewport = on
+        scene.frame_set(frame)
+        ev = skirt.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        co = np.empty(len(ev.data.vertices) * 3)
+        ev.data.vertices.foreach_get("co", co)
+        shown[tag] = co.reshape(-1, 3) @ np.array(skirt.matrix_world)[:3, :3].T + np.array(skirt.matrix_world)[:3, 3]
+    mod.show_viewport = True
+    edges = np.array([e.vertices[:] for e in skirt.data.edges])
+    length = {k: np.linalg.norm(v[edges[:, 1]] - v[edges[:, 0]], axis=1) for k, v in shown.items()}
+    report = dict(bake_report, bind=bind_report, garment=garment_report, render_frame=frame, scene="garment",
+                  skirt_rise=float((shown["carried"][:, 2] - shown["source"][:, 2]).mean()),
+                  edge_change_max=float(np.abs(length["carried"] / length["source"] - 1.0).max()))
+    return _write(out_dir, report)
+
+
+def build_garment_scene(frames=60, rings=8, around=24):
     """Fresh scene: 'Walker' walking (action 'Walk') on 'Floor' in 'Environment', wearing
-    'Skirt' (``synthetic.skirt`` at the rest pose), skinned to the hips by an Armature
-    modifier: the skirt moves with whatever action the walker plays."""
+    'Skirt' (``synthetic.skirt`` at the rest pose, ``rings`` rings of ``around`` vertices),
+    skinned to the hips by an Armature modifier: the skirt moves with whatever action the
+    walker plays."""
     scene, env = _empty_scene(frames)
     skel, motion = S.walk(frames)
     x = motion[:, 0, 0]
@@ -569,7 +708,7 @@ def build_garment_scene(frames=60):
     arm = build_armature()
     animate_walk(arm, frames, name="Walk", walk=(skel, motion))
     rest_skel, rest = _rest_joints()
-    verts, tris = S.skirt(rest_skel, rest[None])
+    verts, tris = S.skirt(rest_skel, rest[None], rings=rings, around=around)
     skirt = mesh_object("Skirt", verts[0], tris, scene.collection)
     group = skirt.vertex_groups.new(name="Hips")
     group.add(list(range(len(verts[0]))), 1.0, 'REPLACE')

@@ -156,3 +156,26 @@ def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
     assert report["warnings"] == [] and report["stance_fraction"] > 0.5
     assert (out / "crowd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "demo.blend").exists()
+
+
+def test_demo_of_a_pair_bakes_both_and_the_hands_meet(tmp_path):
+    out = tmp_path / "pair"
+    r = run("demo", "--scene", "pair", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "pair" and report["action"] == "HoldLead.adapted"
+    assert [p["action"] for p in report["partners"]] == ["HoldPartner.adapted"]
+    gaps = report["hands_apart_at_render_frame"]
+    assert gaps["source"] > 0.15 and gaps["adapted"] < 0.06          # 4 cm apart in the source
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_of_a_garment_carries_the_skirt(tmp_path):
+    out = tmp_path / "garment"
+    r = run("demo", "--scene", "garment", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scene"] == "garment" and report["garment"]["garments"] == ["Skirt"]
+    assert report["skirt_rise"] > 0.05 and report["edge_change_max"] <= 0.05
+    assert (out / "Skirt.reldesc.pc2").exists()
+    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

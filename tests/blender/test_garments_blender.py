@@ -10,23 +10,6 @@ from blender_reldesc import demo, garments  # noqa: E402
 from blender_reldesc.core.garment import mesh_edges, read_pc2  # noqa: E402
 
 
-def _lengthen_legs(arm, factor):
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    eb = arm.data.edit_bones
-    for side in ("Left", "Right"):
-        for name in (side + "UpLeg", side + "Leg"):
-            b = eb[name]
-            tail = b.head + (b.tail - b.head) * factor
-            move = tail - b.tail
-            b.tail = tail
-            for child in b.children_recursive:
-                if not child.use_connect:
-                    child.head += move
-                child.tail += move
-    bpy.ops.object.mode_set(mode='OBJECT')
-
-
 def _evaluated(ob, scene, frame):
     scene.frame_set(frame)
     ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
@@ -44,7 +27,7 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
     assert garments.garment_names(arm) == ["Skirt"]
     source = [_evaluated(skirt, scene, f) for f in (1, 15, 30)]
-    _lengthen_legs(arm, 1.15)
+    demo.lengthen_legs(arm, 1.15)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     mod = skirt.modifiers[garments.MODIFIER]
     assert mod.type == 'MESH_CACHE' and mod.cache_format == 'PC2'

@@ -15,17 +15,6 @@ from blender_helpers import fcurve_snapshot, heads_over_frames  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _grow(arm, factor):
-    """Every bone of ``arm`` ``factor`` times as long (its rest pose scaled about the origin)."""
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    # All positions first: a connected child's head is its parent's tail (moved with it).
-    ends = [(eb, eb.head * factor, eb.tail * factor) for eb in arm.data.edit_bones]
-    for eb, head, tail in ends:
-        eb.head, eb.tail = head, tail
-    bpy.ops.object.mode_set(mode='OBJECT')
-
-
 def _hands(scene, lead, partner, frames):
     names = [b.name for b in lead.data.bones]
     a = heads_over_frames(scene, lead, frames)[:, names.index("RightHand")]
@@ -44,7 +33,7 @@ def test_a_pair_bound_together_is_baked_together():
     assert adapter.stored_meta(partner)["partners"] == ["Lead"]
     sources = {n: fcurve_snapshot(bpy.data.actions[n]) for n in ("HoldLead", "HoldPartner")}
     rest = np.array([b.length for b in partner.data.bones])
-    _grow(partner, 1.2)
+    demo.grow_armature(partner, 1.2)
     np.testing.assert_allclose([b.length for b in partner.data.bones], 1.2 * rest, rtol=1e-5)
     scene.frame_set(1)
     assert _hands(scene, lead, partner, frames).max() > 0.1            # grown, the hands came apart

@@ -76,7 +76,7 @@ def bind_garment(scene, arm, name):
     verts, tris = read_source_vertices(scene, arm, source, bound.frames, garment)
     try:
         g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris, body_height=bound.binding.body_height,
-                      radii=_body_radii(arm, bound, garment))
+                      radii=_body_radii(arm, bound, garment), environment=bound.binding.mesh)
     except RelDescError as e:
         raise SceneError(f"garment '{name}': {e}") from None
     names = garment_names(arm)
@@ -111,8 +111,9 @@ def carry(job):
         verts, tris = read_source_vertices(job.scene, arm, job.source, bound.frames, garment)
         try:
             g = core_bind(bound.binding.skeleton, bound.binding.motion, verts, tris,
-                          body_height=bound.binding.body_height, radii=_body_radii(arm, bound, garment))
-            world = carry_garment(g, job.result.positions)
+                          body_height=bound.binding.body_height, radii=_body_radii(arm, bound, garment),
+                          environment=bound.binding.mesh)
+            world = carry_garment(g, job.result.positions, environment=job.mesh)
         except RelDescError as e:
             raise SceneError(f"garment '{name}': {e}") from None
         inv = np.linalg.inv(np.array(garment.matrix_world, dtype=float))

@@ -116,3 +116,28 @@ def test_a_fine_skirt_on_legs_15_percent_longer(fine):
     every = carry_garment(bind_garment(sk, motion, verts, tris, controls=0), longer)
     gap = np.linalg.norm(out - every, axis=-1)
     assert gap.mean() < 0.01 and gap.max() < 0.03
+
+
+def test_a_garment_bound_with_the_environment_rests_on_it():
+    # A long skirt whose hem hangs 1 cm over the floor, bound with the floor: unchanged or moved
+    # rigidly with the body, exact; the floor raised 2 cm under the unchanged body, the hem
+    # stays 1 cm over it (it rises 2 cm) while the waist stays with the body.
+    sk, motion = S.walk(30)
+    length = motion[:, sk.index("Hips"), 2].min() + 0.05 - 0.01
+    verts, tris = S.skirt(sk, motion, rings=12, around=24, length=length)
+    x = motion[:, 0, 0]
+    floor = TriMesh(*S.grid(x.max() - x.min() + 4.0, 4.0, 40, 8, origin=(x.min() - 2.0, -2.0)))
+    g = bind_garment(sk, motion, verts, tris, environment=floor)
+    np.testing.assert_allclose(carry_garment(g, motion, environment=floor), verts, atol=1e-9)
+    c, s = np.cos(0.5), np.sin(0.5)
+    R, t = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([1.0, 2.0, 0.3])
+    moved = carry_garment(g, motion @ R.T + t, environment=floor.with_vertices(floor.vertices @ R.T + t))
+    np.testing.assert_allclose(moved, verts @ R.T + t, atol=1e-9)
+    out = carry_garment(g, motion, environment=floor.with_vertices(floor.vertices + [0.0, 0.0, 0.02]))
+    hem, waist = np.arange(11 * 24, 12 * 24), np.arange(24)
+    assert (out[:, hem, 2] - verts[:, hem, 2]).min() >= 0.0199
+    assert np.abs(out[:, waist] - verts[:, waist]).max() < 0.01
+    # Without the environment the hem would have gone through the raised floor.
+    assert np.abs(carry_garment(g, motion) - verts).max() < 1e-9
+    with pytest.raises(InputError, match="topology"):
+        carry_garment(g, motion, environment=TriMesh(*S.grid(4.0, 4.0, 4, 4)))

@@ -48,6 +48,10 @@ EDGE_ITERATIONS = 40
 SLACK = 0.003
 #: Frames computed together (bounded memory).
 CHUNK = 32
+#: A garment bound with the environment follows it within this many body heights of it ...
+SURFACE_BAND = 0.05
+#: ... fully within this (touching), less farther, nothing at the band's edge.
+SURFACE_CONTACT = 0.015
 #: Garments with more vertices than this are carried through this many control vertices
 #: (spread evenly over the garment); the others follow them (``_Embedding``).
 CONTROLS = 320
@@ -80,6 +84,8 @@ class GarmentBinding:
     body_height: float
     side: tuple
     embedding: object = None
+    #: the environment's source TriMesh (``bind_garment(environment=...)``) or None
+    environment: object = None
 
     @property
     def frame_count(self):
@@ -94,7 +100,7 @@ def mesh_edges(triangles):
 
 
 def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=None, nearest=NEAREST,
-                 controls=CONTROLS):
+                 controls=CONTROLS, environment=None):
     """Bind a garment to a character.
 
     motion : (F,J,3) the character's source joints; vertices : (F,V,3) the garment's source
@@ -102,6 +108,10 @@ def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=
     radii : the body's capsule radii (``characters.capsule_radii``'s ``radii``).
     controls : above this many vertices, only this many are carried by descriptors and the
         others follow them (0: every vertex by descriptors).
+    environment : the environment's source TriMesh (static, or animated over the clip's
+        frames): where the garment touches it (a hem on the floor, a skirt on a seat) it
+        follows the environment's surface as much as the body (``carry_garment``'s
+        ``environment``).
     """
     motion = np.asarray(motion, float)
     vertices = np.asarray(vertices, float)
@@ -133,7 +143,10 @@ def bind_garment(skeleton, motion, vertices, triangles, radii=None, body_height=
                          "is it the character's garment, and near it?")
     embedding = _Embedding.build(vertices, np.asarray(triangles, np.int64).reshape(-1, 3), edges, controls) \
         if vertices.shape[1] > controls > 0 and len(edges) else None
-    return GarmentBinding(skeleton, motion, vertices, edges, bones, r, k, H, _side_pair(skeleton, motion), embedding)
+    if environment is not None and environment.animated and environment.frame_count != F:
+        raise InputError(f"the environment is animated over {environment.frame_count} frames, the clip has {F}")
+    return GarmentBinding(skeleton, motion, vertices, edges, bones, r, k, H, _side_pair(skeleton, motion), embedding,
+                          environment)
 
 
 def _offsets(binding, vertices, motion, rows, radii):
@@ -179,10 +192,11 @@ def _offsets(binding, vertices, motion, rows, radii):
     return near, t, offset, clearance, w
 
 
-def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, progress=None):
+def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, progress=None, environment=None):
     """The garment's vertices (F,V,3) on the character's new motion (F,J,3) (its adapted or
     edited joints, bone lengths and all), with ``radii`` its capsules now (default: as bound;
-    a body that got thicker gives its new radii)."""
+    a body that got thicker gives its new radii) and ``environment`` the environment now (a
+    TriMesh of the bound one's topology; default: unchanged), for a garment bound with one."""
     new_motion = np.asarray(new_motion, float)
     if new_motion.shape != binding.motion.shape:
         raise InputError(f"the new motion must have the bound clip's shape {binding.motion.shape}, got "
@@ -202,6 +216,11 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
     chunk = max(1, min(CHUNK, int(4e6 // max(carried.shape[1] * len(bones), 1)),
                        int(4e6 // max(V * binding.nearest * 3, 1))))                   # bounded memory
     H = binding.body_height
+    if environment is not None and binding.environment is not None:
+        if environment.vertex_count != binding.environment.vertex_count or \
+                environment.triangle_count != binding.environment.triangle_count:
+            raise InputError("the environment's topology changed since the garment was bound: bind the garment again")
+    colliders = {}
     for s in range(0, F, chunk):
         rows = np.arange(s, min(F, s + chunk))
         near, t, offset, clearance, w = _offsets(binding, carried, binding.motion, rows, binding.radii)
@@ -221,11 +240,18 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
         want = np.maximum(radii[nb[..., 1]] + clearance, 0.0)                    # Eq. 12
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
         target = np.einsum("nvk,nvkd->nvd", w, point + np.einsum("nvkdi,nvki->nvkd", R, offset * scale[..., None]))
+        surfaces = None
+        if binding.environment is not None and environment is not None:
+            surfaces = _Surfaces(binding, carried[rows], rows, environment, colliders)
+            target = surfaces.blend(target)
         # Pushed out only past the source's depth plus SLACK: exactly at it, vertices the edges
         # pull back in were pushed out again pass after pass (an edge by the hip 7 % long).
         depth = np.maximum(-clearance, 0.0) + SLACK * H
-        x = _relax(target, carried[rows], e, iterations,
-                   lambda y: push_out_of_capsules(y, a, b, radii[nb[..., 1]], depth), colours)
+        def constrain(y):
+            y = push_out_of_capsules(y, a, b, radii[nb[..., 1]], depth)
+            return y if surfaces is None else surfaces.push(y)
+
+        x = _relax(target, carried[rows], e, iterations, constrain, colours)
         if emb is None:
             out[rows] = x
         else:
@@ -285,6 +311,76 @@ def _tent(x, normals, a, b, r, allowed):
     radial = np.where(dd[:, None] > 1e-12, vv / np.maximum(dd, 1e-300)[:, None], nn) * worst[s, q][:, None]
     out[s, q] = np.where(along[:, None], step[:, None] * m, radial)
     return out
+
+
+class _Surfaces:
+    """Where a garment bound with the environment touches it, at frames ``rows``: per frame,
+    the carried vertices within ``SURFACE_BAND`` body heights of the bound environment
+    (``source`` (n,V,3)), their closest points there and the same points on the environment
+    now (``environment``).
+
+    ``blend(target)``: each such vertex's target moved towards its offset from its closest
+    point carried to the same point now (turned with its triangle), weighted 1 within
+    ``SURFACE_CONTACT`` (touching: the surface alone) fading to 0 at the band's edge.
+    ``push(x)``: no such vertex nearer the surface now (or further under it) than in the
+    source, along the triangle's normal. Unchanged or rigidly moved with the body, exact."""
+
+    def __init__(self, binding, source, rows, environment, colliders):
+        from .geometry.proximity import Collider
+        H = binding.body_height
+        then, now = binding.environment, environment
+        self.frames = []
+        for i, f in enumerate(rows.tolist()):
+            key = f if then.animated else 0
+            if key not in colliders:
+                colliders.clear()
+                colliders[key] = Collider(then.frame(f), then.normals(f), then.triangles, then.valid, SURFACE_BAND * H)
+            sd, _, tri, bary = colliders[key].closest(source[i])
+            near = np.flatnonzero(tri >= 0)
+            if not len(near):
+                continue
+            t, b = then.triangles[tri[near]], bary[near]
+            v0, v1 = then.frame(f)[t], now.frame(f)[t]                                 # (P,3,3)
+            foot0, foot1 = np.einsum("pk,pkd->pd", b, v0), np.einsum("pk,pkd->pd", b, v1)
+            R = _triangle_turns(v0, v1)
+            onto = foot1 + np.einsum("pij,pj->pi", R, source[i, near] - foot0)
+            fade = (SURFACE_BAND * H - np.abs(sd[near])) / ((SURFACE_BAND - SURFACE_CONTACT) * H)
+            normal = _normal(v1)                                                       # the triangle's now
+            height = np.einsum("pd,pd->p", source[i, near] - foot0, _normal(v0))       # over it in the source
+            self.frames.append((i, near, onto, np.clip(fade, 0.0, 1.0)[:, None] ** 2, foot1, normal, height))
+
+    def blend(self, target):
+        out = target.copy()
+        for i, near, onto, w, *_ in self.frames:
+            out[i, near] = (1.0 - w) * target[i, near] + w * onto
+        return out
+
+    def push(self, x):
+        for i, near, _, _, foot1, normal, height in self.frames:
+            now = np.einsum("pd,pd->p", x[i, near] - foot1, normal)
+            under = height - now
+            deep = under > 0.0
+            if deep.any():
+                x[i, near[deep]] += under[deep, None] * normal[deep]
+        return x
+
+
+def _normal(t):
+    """(P,3) unit normals of triangles ``t`` (P,3,3)."""
+    n = np.cross(t[:, 1] - t[:, 0], t[:, 2] - t[:, 0])
+    return n / np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+
+
+def _triangle_turns(a, b):
+    """(P,3,3) the rotations taking triangles ``a`` (P,3,3) to ``b`` (their first edge and
+    normal): the identity for a translated triangle, the move's rotation for a rigid one."""
+    def frame(t):
+        e = t[:, 1] - t[:, 0]
+        n = np.cross(e, t[:, 2] - t[:, 0])
+        e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-300)
+        n = n / np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+        return np.stack([e, np.cross(n, e), n], axis=2)                              # columns
+    return np.einsum("pij,pkj->pik", frame(b), frame(a))
 
 
 class _Embedding:

@@ -1,7 +1,7 @@
 """Two characters holding hands (§9): the generated pair adapted together, unedited and with
 one partner grown 20 %, against a plain adapt of one character (the baseline, same run).
 
-Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300]``.
+Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300] [--repeat 3]`` (times: medians).
 """
 
 from __future__ import annotations
@@ -22,9 +22,20 @@ from blender_reldesc.core import synthetic as S  # noqa: E402
 from blender_reldesc.core.characters import adapt_partners, bind_partners  # noqa: E402
 
 
+def timed(run, repeat):
+    """(median seconds of ``repeat`` calls of ``run``, its last result)."""
+    times, out = [], None
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--repeat", type=int, default=3, help="timings are the median of this many runs")
     args = ap.parse_args(argv)
     skel, (a, b) = S.pair_scene(args.frames)
     mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
@@ -46,9 +57,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for label, lengths_b in (("unedited", None), ("partner grown 20 %", grown)):
         for rounds in (3, 5):
-            t0 = time.perf_counter()
-            out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, lengths_b], rounds=rounds)
-            dt = time.perf_counter() - t0
+            dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, lengths_b],
+                                                   rounds=rounds), args.repeat)
             gap = hand(out[0].positions, out[1].positions)
             alone = hand(adapt(ba, mesh).positions, adapt(bb, mesh, bone_lengths=lengths_b).positions)
             print(f"| {label} | {rounds} | {dt:.2f} | {args.frames / dt:.0f} | {100 * gap.min():.1f}-{100 * gap.max():.1f} "
@@ -71,9 +81,7 @@ def main(argv=None):
     lengths = skel.bone_lengths(b).mean(axis=0)
     for scale in (0.8, 0.9, 1.0, 1.1, 1.2):
         scaled = {n: scale * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}
-        t0 = time.perf_counter()
-        out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, scaled])
-        dt = time.perf_counter() - t0
+        dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, scaled]), args.repeat)
         alone = holds(adapt(ba, mesh).positions, adapt(bb, mesh, bone_lengths=scaled).positions)
         print(f"| {scale:.1f} | {dt:.2f} | {args.frames / dt:.0f} | {100 * holds(out[0].positions, out[1].positions):.1f} "
               f"| {100 * alone:.1f} |")

@@ -372,12 +372,20 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     results = [None] * n
     settled = [False] * n
     current = []
+    # The first character solved in the rounds is not adapted alone first: its first round
+    # comes before anyone follows it, and only needs where its joints are for the partners'
+    # closest points (its targets from the environment will do). One whole-clip solve of eight
+    # saved.
+    first = next((c for c in range(n) if poses[c] is None), None) if rounds >= 1 and solving > 1 else None
     for c, b in enumerate(bindings):
         if poses[c] is not None:
             pose = np.asarray(poses[c], float)
             if pose.shape != b.motion.shape:
                 raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
             current.append(pose)
+        elif c == first:
+            current.append(Rig(b, bone_lengths[c]).targets(meshes[c])[0])
+            finished_one()
         else:
             results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], progress=step_progress(), **own[c])
             finished_one()
@@ -411,6 +419,7 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                                **(guided[c] if r < len(windows) - 1 else last[c]))
             finished_one()
             current[c] = results[c].positions
+            settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * H
     for c, b in enumerate(bindings):
         if results[c] is None:                   # given, not adapted: reported as it is
             zeros = np.zeros(current[c].shape[:2])

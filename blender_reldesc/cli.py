@@ -15,6 +15,11 @@ import sys
 
 from .core.solvers.interaction_mesh import SOLVERS
 
+#: ``demo --scene`` choices (``demo.run``). Kept here, not imported from ``demo``: building the
+#: parser must not import bpy (a batch's worker processes inherit the parent's sys.path, and
+#: after bpy's import that finds bpy's script modules before the wheel).
+DEMO_SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer", "pair", "garment")
+
 COMMAND_ID = "reldesc"
 
 
@@ -131,8 +136,7 @@ def build_parser(blender_command=False):
                        help="write the settings of a Flamenco 'reldesc_batch' job for this manifest, run nothing")
     p = sub.add_parser("demo", help="build the demo scene, bind, edit, bake and render before/after")
     p.add_argument("-o", "--output", metavar="OUT_DIR", default="demo_out", help="folder for the demo files")
-    from .demo import SCENES
-    p.add_argument("--scene", choices=SCENES, default="bridge",
+    p.add_argument("--scene", choices=DEMO_SCENES, default="bridge",
                    help="bridge: a walk over a sagging bridge under a lowered beam (default); stones: a stepping "
                         "stone moved away, the foot re-positioned; ceiling: a ceiling brought down over a walk, the root "
                         "replanned under it; chair: a seated character loses an armrest and its seat is lowered; crowd: "

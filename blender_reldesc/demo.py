@@ -410,7 +410,7 @@ def _write(out_dir, report):
 
 
 #: ``demo --scene`` choices.
-SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer", "pair", "garment")
+from .cli import DEMO_SCENES as SCENES  # noqa: E402
 
 
 def run(out_dir, frames=150, scene_name="bridge"):

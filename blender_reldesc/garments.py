@@ -94,6 +94,49 @@ def _body_radii(arm, bound, garment):
     return capsule_radii(arm, bound.binding.skeleton, exclude={garment.name})
 
 
+#: Object channels that move an object (an action holding any of them moves it).
+_TRANSFORMS = ("location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale",
+               "delta_location", "delta_rotation_euler", "delta_rotation_quaternion", "delta_scale")
+
+
+def _moves(ob, _seen=None):
+    """Whether ``ob``'s world transform can change over the frames: object channels keyed or
+    driven, constraints, or a parent that moves (a bone or vertex parent moves with its
+    armature's or mesh's animation)."""
+    seen = set() if _seen is None else _seen
+    if ob is None or ob.name in seen:
+        return False
+    seen.add(ob.name)
+    if len(ob.constraints):
+        return True
+    ad = ob.animation_data
+    if ad is not None:
+        if len(ad.drivers) or len(ad.nla_tracks):
+            return True
+        if ad.action is not None and any(fc.data_path in _TRANSFORMS for fc in adapter._fcurves(ad.action)):
+            return True
+    if ob.parent is not None and ob.parent_type != 'OBJECT' and adapter.is_animated(ob.parent):
+        return True
+    return _moves(ob.parent, seen)
+
+
+def _matrices(scene, garment, frames):
+    """The garment's world matrices: (1,4,4) when it cannot move, else (F,4,4) over ``frames``
+    as the scene now plays (the adapted actions assigned), so that the point cache, in the
+    object's space, plays back where it was carried in the world."""
+    if not _moves(garment):
+        return np.array(garment.matrix_world, dtype=float)[None]
+    now = scene.frame_current
+    out = np.empty((len(frames), 4, 4))
+    try:
+        for i, f in enumerate(np.asarray(frames).tolist()):
+            scene.frame_set(int(f))
+            out[i] = np.array(garment.matrix_world, dtype=float)
+    finally:
+        scene.frame_set(now)
+    return out
+
+
 def cache_path(garment):
     folder = bpy.path.abspath("//") if bpy.data.filepath else tempfile.gettempdir()
     return os.path.join(folder, f"{bpy.path.clean_name(garment.name)}.reldesc.pc2")
@@ -116,8 +159,8 @@ def carry(job):
             world = carry_garment(g, job.result.positions, environment=job.mesh)
         except RelDescError as e:
             raise SceneError(f"garment '{name}': {e}") from None
-        inv = np.linalg.inv(np.array(garment.matrix_world, dtype=float))
-        local = world @ inv[:3, :3].T + inv[:3, 3]
+        inv = np.linalg.inv(_matrices(job.scene, garment, bound.frames))                  # (1 or F,4,4)
+        local = np.einsum("fij,fvj->fvi", inv[:, :3, :3], world) + inv[:, None, :3, 3]
         path = cache_path(garment)
         write_pc2(path, local, start=float(bound.frames[0]), rate=1.0)
         mod = garment.modifiers.get(MODIFIER) or garment.modifiers.new(MODIFIER, 'MESH_CACHE')

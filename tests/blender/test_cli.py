@@ -30,6 +30,17 @@ def scene_file(tmp_path_factory):
     return path
 
 
+def test_building_the_command_line_does_not_import_bpy():
+    # A batch's worker processes inherit the parent's sys.path: once the parent has imported
+    # bpy, "import bpy" in a worker finds bpy's script modules before the wheel and fails (every
+    # batch job failed when the demo's scene list was imported from the demo module).
+    code = ("import sys; from blender_reldesc import cli; cli.build_parser(); "
+            "print('bpy' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "False"
+
+
 def test_bind_then_bake_with_report(scene_file, tmp_path):
     bound = tmp_path / "bound.blend"
     r = run("bind", str(scene_file), "--armature", "Walker", "--environment", "Environment", "-o", str(bound))

@@ -85,3 +85,30 @@ def test_command_line_bind_with_a_garment(tmp_path):
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "Skirt.reldesc.pc2").exists()
+
+
+def test_a_garment_whose_object_moves_plays_back_where_it_was_carried(tmp_path):
+    # The skirt's object is parented to an Empty that moves 0.5 m over the clip (its world
+    # matrix changes every frame): the point cache, in the object's space, must undo each
+    # frame's matrix. Unedited, the carried skirt is the source one, so the skirt played by the
+    # cache is where it was with the modifier off.
+    scene, arm, skirt, env = demo.build_garment_scene(frames=20)
+    mover = bpy.data.objects.new("Mover", None)
+    scene.collection.objects.link(mover)
+    for frame, x in ((1, 0.0), (20, 0.5)):
+        mover.location.x = x
+        mover.keyframe_insert("location", index=0, frame=frame)
+    skirt.parent = mover
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "moving.blend"))
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    source = bpy.data.actions["Walk"]
+    from blender_reldesc import adapter
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    mod = skirt.modifiers[garments.MODIFIER]
+    played = {f: _evaluated(skirt, scene, f) for f in (1, 10, 20)}
+    mod.show_viewport = False
+    adapter.assign(arm, source, adapter.armature_slot(arm, source))
+    for f, now in played.items():
+        then = _evaluated(skirt, scene, f)
+        assert np.abs(now - then).max() < 1e-4, f

@@ -220,7 +220,7 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
         if environment.vertex_count != binding.environment.vertex_count or \
                 environment.triangle_count != binding.environment.triangle_count:
             raise InputError("the environment's topology changed since the garment was bound: bind the garment again")
-    colliders = {}
+    colliders, fine_colliders = {}, {}
     for s in range(0, F, chunk):
         rows = np.arange(s, min(F, s + chunk))
         near, t, offset, clearance, w = _offsets(binding, carried, binding.motion, rows, binding.radii)
@@ -269,8 +269,14 @@ def carry_garment(binding, new_motion, radii=None, iterations=EDGE_ITERATIONS, p
             # moved along the garment's normal instead (a tent over the capsule), the tent
             # spread over the mesh around it, then the edges relaxed with the exact push.
             fine += emb.spread(_tent(fine, emb.normals, fa, fbb, fr, allowed), binding.vertices[rows])
+            # Every vertex, not only the controls, kept from going nearer the environment than
+            # in the source (a fine hem between two controls would sag into a raised floor).
+            fine_surfaces = None if surfaces is None else \
+                _Surfaces(binding, binding.vertices[rows], rows, environment, fine_colliders)
+            if fine_surfaces is not None:
+                fine = fine_surfaces.push(fine)
             out[rows] = _relax(fine, binding.vertices[rows], binding.edges, FINE_ITERATIONS,
-                               None, fine_colours)
+                               None if fine_surfaces is None else fine_surfaces.push, fine_colours)
         if progress is not None and progress(int(rows[-1]) + 1, F) is False:
             from .errors import Cancelled
             raise Cancelled(f"cancelled at frame {int(rows[-1]) + 1} of {F}")

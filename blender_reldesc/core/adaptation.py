@@ -940,7 +940,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     if guide is not None and guide.collide is not None:
         guide.collide.inner = collide
         collide = guide.collide
-    solved = rig.warper(collide).run(targets, binding.motion[0], affinity, progress)
+    start = binding.motion[0] if guide is None or guide.start is None else guide.start
+    solved = rig.warper(collide).run(targets, start, affinity, progress)
     positions = rig.finish(solved, frames)
     return _result(rig, solved, positions, targets, affinity, frames)
 

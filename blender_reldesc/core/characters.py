@@ -49,6 +49,9 @@ LAST_ROUND_SEGMENTS = 1e-5
 #: A character whose targets, its partners' included, are within this of where it is (body
 #: heights), and that no capsule pushes, is not adapted again.
 REST_TOLERANCE = 1e-9
+#: Joints farther than this (body heights) from every partner capsule in the source are not
+#: pushed out of the partners' capsules.
+REACH = 0.2
 #: Fade window of the last round (Eq. 5), body heights.
 WINDOW = 0.25
 #: A partner capsule whose surface is this close (body heights) counts as touched:
@@ -205,7 +208,7 @@ def bind_partners(bindings, radii=None):
     return out
 
 
-def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None):
+def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None):
     """Targets of character ``c``'s joints from its partners' capsules, with their weights.
 
     positions : (F,J,3) the character's current joints (each descriptor point is the closest
@@ -213,6 +216,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         (the partners' are used); radii : per character (J_o,) capsule radii now (default:
         as bound); window : None for every capsule with weight 1, else the fade window
         (Eq. 5) in length units.
+    joints : optional (K,) the joints wanted (the others get NaN targets and proximity 0).
     Returns ``targets (F,J,3)``, ``proximity (F,J)`` in [0, 1] (how close the nearest weighted
     capsule is: ``min(1, d0 / clearance)``), and ``depth (F,J)`` the source's deepest
     penetration into each partner's capsules (0 where none; for the collision push).
@@ -220,9 +224,15 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     H = partners.body_height if body_height is None else body_height
     rels = partners.relations[c]
     F, J, _ = positions.shape
-    num = np.zeros((F, J, 3))
-    den = np.zeros((F, J))
+    js = np.arange(J) if joints is None else np.asarray(joints, np.int64)
+    targets = np.full((F, J, 3), np.nan)
     prox = np.zeros((F, J))
+    if not rels:
+        return targets, prox, prox.copy()
+    # The source's deepest penetration, for every joint (the collision push).
+    depth = np.maximum(-np.concatenate([rel.clearance for rel in rels], axis=2).min(axis=2), 0.0)
+    if not len(js):
+        return targets, prox, depth
     parts = []
     for rel in rels:
         o = rel.partner
@@ -230,18 +240,17 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         bones = rel.bones
         r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
         a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
-        foot, _ = closest_on_segments(positions[:, :, None], a[:, None], e[:, None])      # (F,J,B,3)
+        foot, _ = closest_on_segments(positions[:, js, None], a[:, None], e[:, None])     # (F,K,B,3)
         frames = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o])       # (F,B,3,3)
         # Eq. 12: the offset's length becomes the new radius plus the source clearance.
-        length = np.linalg.norm(rel.offset, axis=-1)
-        want = np.maximum(r_now[None, None] + rel.clearance, 0.0)
+        offset, clearance = rel.offset[:, js], rel.clearance[:, js]
+        length = np.linalg.norm(offset, axis=-1)
+        want = np.maximum(r_now[None, None] + clearance, 0.0)
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
-        t = foot + np.einsum("fbdk,fjbk->fjbd", frames, rel.offset * scale[..., None])
-        parts.append((t, rel.clearance))
-    if not parts:
-        return np.full((F, J, 3), np.nan), prox, prox
-    T = np.concatenate([t for t, _ in parts], axis=2)                                    # (F,J,Btot,3)
-    L = np.concatenate([lc for _, lc in parts], axis=2)                                  # (F,J,Btot)
+        t = foot + np.einsum("fbdk,fjbk->fjbd", frames, offset * scale[..., None])
+        parts.append((t, clearance))
+    T = np.concatenate([t for t, _ in parts], axis=2)                                    # (F,K,Btot,3)
+    L = np.concatenate([lc for _, lc in parts], axis=2)                                  # (F,K,Btot)
     dist = np.maximum(L, 0.0)
     d0 = CONTACT * H
     if window is None:
@@ -255,10 +264,8 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         # forearm and chest, and the hands stayed 7 cm apart where they were 4.
         w = w * np.clip(d0 / np.maximum(dist, d0), 0.0, 1.0)
     den = w.sum(axis=2)
-    num = np.einsum("fjb,fjbd->fjd", w, T)
-    targets = num / np.maximum(den, 1e-300)[..., None]
-    prox = np.clip(d0 / np.maximum(dist.min(axis=2), d0), 0.0, 1.0)
-    depth = np.maximum(-L.min(axis=2), 0.0)
+    targets[:, js] = np.einsum("fjb,fjbd->fjd", w, T) / np.maximum(den, 1e-300)[..., None]
+    prox[:, js] = np.clip(d0 / np.maximum(dist.min(axis=2), d0), 0.0, 1.0)
     return targets, prox, depth
 
 
@@ -287,10 +294,11 @@ class CapsuleCollisions:
     joint is deeper than it was in the source (``depth`` (F,J)), chained after the
     environment's collisions (``inner``)."""
 
-    def __init__(self, capsules, depth, inner=None):
+    def __init__(self, capsules, depth, inner=None, joints=None):
         self.capsules = capsules            # list of (a (F,B,3), b (F,B,3), r (B,))
         self.depth = depth
         self.inner = inner
+        self.joints = joints                # (K,) the joints that can reach a capsule, None: all
 
     def set_targets(self, frames, targets):
         if self.inner is not None:
@@ -302,9 +310,12 @@ class CapsuleCollisions:
         if p.ndim == 2:
             return self(p[None], np.atleast_1d(fs))[0]
         fs = np.asarray(fs)
-        allowed = self.depth[fs][..., None]                                          # (S,J,1)
+        js = slice(None) if self.joints is None else self.joints
+        allowed = self.depth[fs][:, js, None]                                        # (S,K,1)
+        q = np.ascontiguousarray(p[:, js])
         for a, b, r in self.capsules:
-            p = push_out_of_capsules(p, a[fs][:, None], b[fs][:, None], r, allowed)
+            q = push_out_of_capsules(q, a[fs][:, None], b[fs][:, None], r, allowed)
+        p[:, js] = q
         return p
 
 
@@ -398,18 +409,25 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     # the other's (4 cm apart in the source) 3.8-4.0 cm apart after three rounds, as after five.
     windows = ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
     steer = [steered_joints(b) for b in bindings]
+    # The joints that can reach a partner's capsule: within REACH body heights of one in the
+    # source (a grown partner comes nearer, not across the room); the others are not tested.
+    reach = [np.flatnonzero(np.min([rel.clearance.min(axis=(0, 2)) for rel in partners.relations[c]], axis=0)
+                            < REACH * H) if partners.relations[c] else None for c in range(n)]
     for r, window in enumerate(windows):
         for c, b in enumerate(bindings):
             if poses[c] is not None:
                 continue
-            t, prox, depth = partner_targets(partners, c, current[c], current, now_radii, window, H)
-            prox = np.where(steer[c][None], prox, 0.0)
+            t, prox, depth = partner_targets(partners, c, current[c], current, now_radii, window, H,
+                                             joints=np.flatnonzero(steer[c]))
             caps = []
             for rel in partners.relations[c]:
                 o = rel.partner
                 caps.append((current[o][:, rel.bones[:, 0]], current[o][:, rel.bones[:, 1]],
                              now_radii[o][rel.bones[:, 1]]))
-            guide = Guide(t, prox, CapsuleCollisions(caps, depth))
+            # Frame 0 settles from the last round's (it moves little round to round): about
+            # 170 of a round's 350 solver steps went to settling it from the source's.
+            guide = Guide(t, prox, CapsuleCollisions(caps, depth, joints=reach[c]),
+                          start=None if results[c] is None else results[c].positions[0])
             if settled[c] and _at_rest(current[c], t, prox, guide.collide, H):
                 # Its own targets and its partners' are where it already is, and no capsule
                 # pushes it (an unedited or rigidly moved pair): the round would give it back.
@@ -473,3 +491,5 @@ class Guide:
     targets: np.ndarray
     proximity: np.ndarray
     collide: object = None
+    #: (J,3) the pose frame 0 settles from (default: the source's frame 0)
+    start: np.ndarray = None

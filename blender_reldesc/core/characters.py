@@ -383,18 +383,16 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     results = [None] * n
     settled = [False] * n
     current = []
-    # The first character solved in the rounds is not adapted alone first: its first round
-    # comes before anyone follows it, and only needs where its joints are for the partners'
-    # closest points (its targets from the environment will do). One whole-clip solve of eight
-    # saved.
-    first = next((c for c in range(n) if poses[c] is None), None) if rounds >= 1 and solving > 1 else None
+    # With rounds to come, no character is adapted alone first: the rounds only need where
+    # its joints are for the partners' closest points, and its targets from the environment
+    # will do (two whole-clip solves of eight saved, the hands as close).
     for c, b in enumerate(bindings):
         if poses[c] is not None:
             pose = np.asarray(poses[c], float)
             if pose.shape != b.motion.shape:
                 raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
             current.append(pose)
-        elif c == first:
+        elif rounds >= 1:
             current.append(Rig(b, bone_lengths[c]).targets(meshes[c])[0])
             finished_one()
         else:
@@ -413,6 +411,9 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     # source (a grown partner comes nearer, not across the room); the others are not tested.
     reach = [np.flatnonzero(np.min([rel.clearance.min(axis=(0, 2)) for rel in partners.relations[c]], axis=0)
                             < REACH * H) if partners.relations[c] else None for c in range(n)]
+    # ... and of each partner, the bones those joints come within REACH of.
+    near_bones = [[rel.clearance[:, reach[c]].min(axis=(0, 1)) < REACH * H if reach[c] is not None and len(reach[c])
+                   else np.zeros(len(rel.bones), bool) for rel in partners.relations[c]] for c in range(n)]
     for r, window in enumerate(windows):
         for c, b in enumerate(bindings):
             if poses[c] is not None:
@@ -420,14 +421,13 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             t, prox, depth = partner_targets(partners, c, current[c], current, now_radii, window, H,
                                              joints=np.flatnonzero(steer[c]))
             caps = []
-            for rel in partners.relations[c]:
-                o = rel.partner
-                caps.append((current[o][:, rel.bones[:, 0]], current[o][:, rel.bones[:, 1]],
-                             now_radii[o][rel.bones[:, 1]]))
-            # Frame 0 settles from the last round's (it moves little round to round): about
-            # 170 of a round's 350 solver steps went to settling it from the source's.
-            guide = Guide(t, prox, CapsuleCollisions(caps, depth, joints=reach[c]),
-                          start=None if results[c] is None else results[c].positions[0])
+            for rel, near in zip(partners.relations[c], near_bones[c]):
+                o, bones = rel.partner, rel.bones[near]
+                caps.append((current[o][:, bones[:, 0]], current[o][:, bones[:, 1]], now_radii[o][bones[:, 1]]))
+            # Frame 0 settles from where the character is (the last round's, or its targets
+            # before the first): about 170 of a round's 350 solver steps went to settling it
+            # from the source's.
+            guide = Guide(t, prox, CapsuleCollisions(caps, depth, joints=reach[c]), start=current[c][0])
             if settled[c] and _at_rest(current[c], t, prox, guide.collide, H):
                 # Its own targets and its partners' are where it already is, and no capsule
                 # pushes it (an unedited or rigidly moved pair): the round would give it back.

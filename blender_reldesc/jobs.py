@@ -608,8 +608,6 @@ class BakeJob:
     def compute(self, progress=None):
         if self.partner_jobs:
             from . import partners
-            if self.reposition_contacts:
-                self.warn("contacts are not re-positioned when partners are adapted together")
             partners.compute_together(self, progress)
             return
         t0 = time.perf_counter()
@@ -910,8 +908,10 @@ def contact_settings(scene, bound, overrides=None):
                 fps=scene.render.fps / scene.render.fps_base)
 
 
-def contacts_outcomes(bound, mesh, flags, reposition, settings=None, **options):
-    """adapt_with_contacts with the panel's per-phase lock / ignore flags."""
+def contact_plan(bound, flags, reposition, settings=None):
+    """``adapt_with_contacts``' contact settings for a bound armature: its phases (detected
+    once), the panel's per-phase lock / ignore flags, the thresholds. Raises ContactError when
+    no phase is found."""
     from .core.contacts import detect_contacts
     settings = settings or {}
     phases = detect_contacts(bound.binding, **settings)
@@ -922,9 +922,12 @@ def contacts_outcomes(bound, mesh, flags, reposition, settings=None, **options):
     keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
     locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
     ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
-    result, outcomes = adapt_with_contacts(bound.binding, mesh, reposition=reposition, locked=locked,
-                                           ignored=ignored, phases=phases, **settings, **options)
-    return result, outcomes
+    return dict(reposition=reposition, locked=locked, ignored=ignored, phases=phases, **settings)
+
+
+def contacts_outcomes(bound, mesh, flags, reposition, settings=None, **options):
+    """adapt_with_contacts with the panel's per-phase lock / ignore flags."""
+    return adapt_with_contacts(bound.binding, mesh, **contact_plan(bound, flags, reposition, settings), **options)
 
 
 def contacts_job(scene, arm, reposition=False, warn=print):

@@ -148,8 +148,8 @@ def partner_bake_jobs(job):
         ob = bpy.data.objects.get(name)
         if ob is None or ob.type != 'ARMATURE':
             raise SceneError(f"partner '{name}' of '{job.arm.name}' is gone: re-bind without it, or bring it back")
-        other = jobs.BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=False, options=job.options,
-                             solver="descriptors")
+        other = jobs.BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=job.reposition_contacts,
+                             options=job.options, solver="descriptors")
         other.in_group = True                       # its own partners are this group: not read again
         try:
             other.read()
@@ -186,8 +186,21 @@ def compute_together(job, progress=None):
         now.append(measured if changed else None)
     relations = bind_partners(bindings, radii=then)
     per = [dict(affinity_override=j.overrides, vertex_influence=j.influence, hinges=j.hinges) for j in group]
+    # Contacts checked (and, with Re-position Contacts, re-positioned) in the last round, with
+    # the partners' targets: each character's own settings and flags.
+    plans = []
+    for j in group:
+        try:
+            plans.append(jobs.contact_plan(j.bound, j.flags, j.reposition_contacts, j.contact_settings))
+        except jobs.ContactError as e:
+            if j.reposition_contacts:
+                raise SceneError(f"'{j.arm.name}': cannot re-position contacts: {e}") from None
+            j.warn(f"'{j.arm.name}': contacts not checked: {e}")
+            plans.append(None)
+    outcomes = [None] * len(group)
     results = adapt_partners(bindings, [j.mesh for j in group], relations, radii=now,
-                             bone_lengths=[j.bone_lengths for j in group], per_character=per, progress=progress)
-    for j, r in zip(group, results):
-        j.result, j.outcomes = r, None
+                             bone_lengths=[j.bone_lengths for j in group], per_character=per, progress=progress,
+                             contacts=plans, outcomes=outcomes)
+    for j, r, o in zip(group, results, outcomes):
+        j.result, j.outcomes = r, o
         j._planned(t0)

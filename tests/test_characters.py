@@ -215,3 +215,22 @@ def test_partners_on_every_rig_convention(convention):
     # Only joints are pushed out of the partner's capsules: a bone's middle may sink further
     # (measured up to 1.4 cm beyond the source's overlap on these rigs: BVH and arbitrary names).
     assert after <= max(before, 0.0) + 0.02
+
+
+def test_partners_check_and_reposition_their_contacts_with_the_partner(pair):
+    # The last round runs the contact check (here with re-positioning on) with the partners'
+    # targets: each character gets its contact outcomes, and the hands still meet.
+    from blender_reldesc.core.contacts import detect_contacts
+    skel, a, b, mesh, ba, bb, partners = pair
+    lengths = skel.bone_lengths(b).mean(axis=0)
+    grown = {n: 1.2 * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}
+    plans = [dict(reposition=True, phases=detect_contacts(x)) for x in (ba, bb)]
+    assert all(p["phases"] for p in plans)
+    found = [None, None]
+    out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, grown], contacts=plans, outcomes=found)
+    assert all(f is not None and len(f) == len(p["phases"]) for f, p in zip(found, plans))
+    assert all(o.status != "unresolved" for f in found for o in f)
+    assert _gap(skel, out[0].positions, out[1].positions).max() <= _gap(skel, a, b).max() + 0.02
+    feet = [skel.index(n) for n in ("LeftToe", "RightToe")]
+    for r, src in zip(out, (a, b)):
+        assert np.abs(r.positions[:, feet, 2] - src[:, feet, 2]).max() < 0.03

@@ -320,7 +320,7 @@ class CapsuleCollisions:
 
 
 def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
-                   per_character=None, progress=None, **options):
+                   per_character=None, progress=None, contacts=None, outcomes=None, **options):
     """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
 
     bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
@@ -332,6 +332,10 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     per_character : optional list of dicts of ``adapt`` options for each character (its
         affinity overrides, painted influence, hinges), on top of ``options``.
     progress : optional callable ``(done, total)`` over all the adapts; returning False cancels.
+    contacts : optional list, per character, of ``contacts.adapt_with_contacts`` settings
+        (reposition, phases, locked, ...) or None: its last round checks its contacts (and
+        re-positions them) with the partners' targets; ``outcomes`` (a list as long, when
+        given) receives each character's contact outcomes (None where not checked).
     options : passed to every ``adapt``.
     """
     from .adaptation import AdaptResult, Rig, adapt
@@ -433,8 +437,16 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 # pushes it (an unedited or rigidly moved pair): the round would give it back.
                 finished_one()
                 continue
-            results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide, progress=step_progress(),
-                               **(guided[c] if r < len(windows) - 1 else last[c]))
+            plan = None if contacts is None or r < len(windows) - 1 else contacts[c]
+            if plan is None:
+                results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide,
+                                   progress=step_progress(), **(guided[c] if r < len(windows) - 1 else last[c]))
+            else:
+                from .contacts.repositioning import adapt_with_contacts
+                results[c], found = adapt_with_contacts(b, meshes[c], bone_lengths=bone_lengths[c], guide=guide,
+                                                        progress=step_progress(), **plan, **last[c])
+                if outcomes is not None:
+                    outcomes[c] = found
             finished_one()
             current[c] = results[c].positions
             settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * H

@@ -136,3 +136,22 @@ def test_capsules_come_from_the_skinned_mesh_or_a_bone_property():
     assert all(r == -1.0 for r in adapter.stored_meta(lead)["capsule_radii"])     # unknown
     assert bpy.ops.reldesc.bake(armature="Lead") == {'FINISHED'}
     assert partner.animation_data.action.name == "HoldPartner.adapted"
+
+
+def test_a_pair_baked_with_contacts_repositioned_reports_both_characters_contacts():
+    # Re-position Contacts on: the group is still baked together (no more "not re-positioned"
+    # warning); each character's contacts are checked with its partner's targets, and the hands
+    # still meet.
+    from blender_reldesc import jobs
+    scene, lead, partner, env = demo.build_pair_scene(frames=30)
+    frames = [1, 15, 30]
+    before = _hands(scene, lead, partner, frames)
+    assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
+    demo.grow_armature(partner, 1.2)
+    scene.frame_set(1)
+    warnings = []
+    report = jobs.bake_job(scene, lead, reposition_contacts=True, warn=warnings.append)
+    assert not any("re-position" in w for w in warnings), warnings
+    assert report["contacts"] and report["contact_counts"]["unresolved"] == 0
+    assert [p["action"] for p in report["partners"]] == ["HoldPartner.adapted"]
+    assert _hands(scene, lead, partner, frames).max() <= before.max() + 0.02

@@ -118,15 +118,21 @@ def test_a_fine_skirt_on_legs_15_percent_longer(fine):
     assert gap.mean() < 0.01 and gap.max() < 0.03
 
 
+def _long_skirt(frames, rings, around):
+    """A walk, a skirt whose hem hangs 1 cm over the floor at the hips' lowest, the floor."""
+    sk, motion = S.walk(frames)
+    length = motion[:, sk.index("Hips"), 2].min() + 0.05 - 0.01
+    verts, tris = S.skirt(sk, motion, rings=rings, around=around, length=length)
+    x = motion[:, 0, 0]
+    floor = TriMesh(*S.grid(x.max() - x.min() + 4.0, 4.0, 40, 8, origin=(x.min() - 2.0, -2.0)))
+    return sk, motion, verts, tris, floor
+
+
 def test_a_garment_bound_with_the_environment_rests_on_it():
     # A long skirt whose hem hangs 1 cm over the floor, bound with the floor: unchanged or moved
     # rigidly with the body, exact; the floor raised 2 cm under the unchanged body, the hem
     # stays 1 cm over it (it rises 2 cm) while the waist stays with the body.
-    sk, motion = S.walk(30)
-    length = motion[:, sk.index("Hips"), 2].min() + 0.05 - 0.01
-    verts, tris = S.skirt(sk, motion, rings=12, around=24, length=length)
-    x = motion[:, 0, 0]
-    floor = TriMesh(*S.grid(x.max() - x.min() + 4.0, 4.0, 40, 8, origin=(x.min() - 2.0, -2.0)))
+    sk, motion, verts, tris, floor = _long_skirt(30, 12, 24)
     g = bind_garment(sk, motion, verts, tris, environment=floor)
     np.testing.assert_allclose(carry_garment(g, motion, environment=floor), verts, atol=1e-9)
     c, s = np.cos(0.5), np.sin(0.5)
@@ -146,11 +152,7 @@ def test_a_garment_bound_with_the_environment_rests_on_it():
 def test_a_fine_garment_bound_with_the_environment_keeps_every_vertex_over_it():
     # Through controls (2400 vertices), the vertices between the controls too: a hem 1 cm over
     # a floor raised 2 cm stays 1 cm over it everywhere.
-    sk, motion = S.walk(20)
-    length = motion[:, sk.index("Hips"), 2].min() + 0.05 - 0.01
-    verts, tris = S.skirt(sk, motion, rings=40, around=60, length=length)
-    x = motion[:, 0, 0]
-    floor = TriMesh(*S.grid(x.max() - x.min() + 4.0, 4.0, 40, 8, origin=(x.min() - 2.0, -2.0)))
+    sk, motion, verts, tris, floor = _long_skirt(20, 40, 60)
     g = bind_garment(sk, motion, verts, tris, environment=floor)
     assert g.embedding is not None
     out = carry_garment(g, motion, environment=floor.with_vertices(floor.vertices + [0.0, 0.0, 0.02]))

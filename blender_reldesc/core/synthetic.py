@@ -919,14 +919,17 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     return skel, (a, b)
 
 
-def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5):
+def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5, joints=None):
     """A skirt following a humanoid's pelvis: ``vertices (F,V,3), triangles (T,3)``. ``rings``
     rings of ``around`` vertices from the waist (radius ``waist``, 5 cm above the hips joint)
     down ``length`` metres to the hem (radius ``hem``), turned with the hips' side line; the
     hem swings with the thighs (each vertex pushed out along its ring's normal by how far the
     thigh nearer it swings towards it), so the legs stay inside. An open tube (no top or
-    bottom)."""
-    idx = skeleton.names.index
+    bottom). ``joints``: {"Hips", "LeftUpLeg", "RightUpLeg", "LeftLeg", "RightLeg"} -> joint
+    index for a rig named otherwise (``convention_rig``'s roles: hips, thigh, shin)."""
+    names = {n: skeleton.names.index(n) for n in ("Hips", "LeftUpLeg", "RightUpLeg", "LeftLeg", "RightLeg")} \
+        if joints is None else joints
+    idx = names.__getitem__
     F = len(motion)
     hips = motion[:, idx("Hips")]
     side = motion[:, idx("LeftUpLeg")] - motion[:, idx("RightUpLeg")]

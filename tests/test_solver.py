@@ -38,7 +38,33 @@ def test_edge_colouring_never_shares_a_joint_within_a_group():
     skel, _ = S.humanoid()
     edges = np.concatenate([skel.bones, skel.rigidity_links()])
     groups = color_edges(edges, len(skel))
+    _assert_colouring(edges, groups)
+
+
+def _assert_colouring(edges, groups):
     assert sorted(np.concatenate(groups).tolist()) == list(range(len(edges)))
     for g in groups:
         joints = edges[g].ravel()
         assert len(joints) == len(set(joints.tolist()))
+
+
+def test_edge_colouring_needs_no_more_groups_than_a_joint_has_edges_on_every_rig_convention():
+    # Each group costs a constraint sweep the same numpy calls: greedy colouring gave the
+    # 27-joint rig with its rigidity links 5 groups (one of a single edge) where 4 do.
+    for convention in S.CONVENTIONS:
+        skel = S.convention_rig(convention)[0]
+        edges = np.concatenate([skel.bones, skel.rigidity_links()])
+        groups = color_edges(edges, len(skel))
+        _assert_colouring(edges, groups)
+        assert len(groups) == np.bincount(edges.ravel()).max(), convention
+
+
+def test_edge_colouring_of_a_graph_that_needs_one_more_colour_is_still_valid():
+    # The Petersen graph: every joint has three edges, but no three groups hold them.
+    ring = [(i, (i + 1) % 5) for i in range(5)]
+    star = [(5 + i, 5 + (i + 2) % 5) for i in range(5)]
+    spokes = [(i, i + 5) for i in range(5)]
+    edges = np.array(ring + star + spokes)
+    groups = color_edges(edges, 10)
+    _assert_colouring(edges, groups)
+    assert len(groups) == 4

@@ -41,11 +41,12 @@ from .errors import InputError
 RADIUS_FRACTION = 0.12
 #: Rounds of solving each character against its partners' latest poses.
 ROUNDS = 3
-#: Solver settings of a round against the partners (``solvers.Warper``).
-GUIDED_SOLVER = dict(static_tolerance=1e-7, static_steps=200, segment_tolerance=1e-3)
-#: The last round's segments join within this (body heights): what is written has no step
-#: at a join a viewer could see, the rounds before only feed the next one's targets.
-LAST_ROUND_SEGMENTS = 1e-5
+#: Solver settings of a round against the partners (``solvers.Warper``): the rounds before the
+#: last only feed the next one's targets, so their segments join within 1e-3 body heights and
+#: their frame 0 settles to 1e-5.
+GUIDED_SOLVER = dict(static_tolerance=1e-5, static_steps=200, segment_tolerance=1e-3)
+#: ... and the last round's, whose result is written: no step at a join a viewer could see.
+LAST_ROUND_SOLVER = dict(static_tolerance=1e-7, segment_tolerance=1e-5)
 #: A character whose targets, its partners' included, are within this of where it is (body
 #: heights), and that no capsule pushes, is not adapted again.
 REST_TOLERANCE = 1e-9
@@ -292,13 +293,22 @@ def push_out_of_capsules(x, a, b, r, allowed):
 class CapsuleCollisions:
     """Pushes a character's joints out of its partners' capsules (as they now are), where a
     joint is deeper than it was in the source (``depth`` (F,J)), chained after the
-    environment's collisions (``inner``)."""
+    environment's collisions (``inner``).
+
+    Called at every solver substep: each capsule set's segment directions and their inverse
+    squared lengths are found once, and a batch with no joint too deep (most substeps) is
+    told apart with squared distances alone, before any push is worked out."""
 
     def __init__(self, capsules, depth, inner=None, joints=None):
         self.capsules = capsules            # list of (a (F,B,3), b (F,B,3), r (B,))
         self.depth = depth
         self.inner = inner
         self.joints = joints                # (K,) the joints that can reach a capsule, None: all
+        self._segments = []
+        for a, b, r in capsules:
+            ab = b - a
+            inv = 1.0 / np.maximum(np.einsum("fbd,fbd->fb", ab, ab), 1e-300)
+            self._segments.append((a, ab, inv, np.asarray(r, float)))
 
     def set_targets(self, frames, targets):
         if self.inner is not None:
@@ -312,10 +322,22 @@ class CapsuleCollisions:
         fs = np.asarray(fs)
         js = slice(None) if self.joints is None else self.joints
         allowed = self.depth[fs][:, js, None]                                        # (S,K,1)
-        q = np.ascontiguousarray(p[:, js])
-        for a, b, r in self.capsules:
-            q = push_out_of_capsules(q, a[fs][:, None], b[fs][:, None], r, allowed)
-        p[:, js] = q
+        q = None
+        for (a, ab, inv, r), (a_full, b_full, _) in zip(self._segments, self.capsules):
+            x = p[:, js] if q is None else q
+            AB = ab[fs]                                                              # (S,B,3)
+            w = x[:, :, None] - a[fs][:, None]                                       # (S,K,B,3)
+            t = np.einsum("skbd,sbd->skb", w, AB)
+            t *= inv[fs][:, None]
+            np.clip(t, 0.0, 1.0, out=t)
+            w -= t[..., None] * AB[:, None]                                          # from the axis
+            reach = r - allowed                                                      # (S,K,B)
+            deep = (reach > 0) & (np.einsum("skbd,skbd->skb", w, w) < reach * np.abs(reach))
+            if not deep.any():
+                continue
+            q = push_out_of_capsules(np.array(x), a_full[fs][:, None], b_full[fs][:, None], r, allowed)
+        if q is not None:
+            p[:, js] = q
         return p
 
 
@@ -369,8 +391,9 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         if bl is not None and (radii is None or radii[c] is None):
             now_radii[c] = partners.radii[c] * Rig(b, bl).scale
     H = partners.body_height
-    # A round's frame 0 settles to 1e-7 body heights in at most 200 steps a stage, not 1e-10 in
-    # 4000: against the partners' targets it stepped 250-1700 times a round (a third of it).
+    # A round's frame 0 settles to 1e-7 body heights (1e-5 before the last) in at most 200 steps
+    # a stage, not 1e-10 in 4000: against the partners' targets it stepped 250-1700 times a
+    # round (a third of it).
     guided = []
     for c in range(n):
         g = dict(own[c])
@@ -381,8 +404,9 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     last = []
     for c, g in enumerate(guided):
         opts = dict(g["solver_options"])
-        if "segment_tolerance" not in (own[c].get("solver_options") or {}):
-            opts["segment_tolerance"] = LAST_ROUND_SEGMENTS
+        for key, value in LAST_ROUND_SOLVER.items():
+            if key not in (own[c].get("solver_options") or {}):
+                opts[key] = value
         last.append(dict(g, solver_options=opts))
     results = [None] * n
     settled = [False] * n

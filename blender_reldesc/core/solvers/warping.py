@@ -28,10 +28,15 @@ from ..errors import Cancelled
 def color_edges(edges, joint_count):
     """Split edges into groups in which no two edges share a joint.
 
-    Within a group the Eq. 11 projections are independent and run as one
-    vectorised Gauss-Seidel step. Greedy colouring: a tree needs as many
-    colours as its largest degree.
+    Within a group the Eq. 11 projections are independent and run as one vectorised
+    Gauss-Seidel step, so every group costs a sweep the same numpy calls: the fewer groups
+    the faster. Greedy colouring first; when it needs more colours than a joint has edges
+    (a 27-joint rig with its rigidity links: 5 groups, one of a single edge, where 4 do),
+    a bounded exact search for that many (``_colour_exactly``) on small graphs.
     """
+    edges = np.asarray(edges, np.int64).reshape(-1, 2)
+    if not len(edges):
+        return []
     used = [set() for _ in range(joint_count)]
     color = np.zeros(len(edges), np.int64)
     for e, (a, b) in enumerate(edges.tolist()):
@@ -41,7 +46,64 @@ def color_edges(edges, joint_count):
         color[e] = c
         used[a].add(c)
         used[b].add(c)
-    return [np.flatnonzero(color == c) for c in range(color.max() + 1)] if len(edges) else []
+    degree = int(np.bincount(edges.ravel(), minlength=joint_count).max())
+    if color.max() + 1 > degree and len(edges) <= _EXACT_COLOURING_EDGES:
+        better = _colour_exactly(edges, joint_count, degree)
+        if better is not None:
+            color = better
+    return [np.flatnonzero(color == c) for c in range(color.max() + 1)]
+
+
+#: Graphs up to this many edges (a rig with fingers and its rigidity links: 90) get the exact
+#: search of ``_colour_exactly``...
+_EXACT_COLOURING_EDGES = 200
+#: ... which gives up after this many assignments an edge (a rig colours without going back).
+_EXACT_COLOURING_BUDGET = 4
+
+
+def _colour_exactly(edges, joint_count, colours):
+    """(E,) a colour in ``range(colours)`` per edge, no two edges of a joint alike, or None.
+
+    Backtracking, always on the uncoloured edge with the fewest colours left (ties: the
+    first), within ``_EXACT_COLOURING_BUDGET`` assignments an edge. Deterministic.
+    """
+    E = len(edges)
+    ends = edges.tolist()
+    taken = [[0] * colours for _ in range(joint_count)]     # per joint, how many edges hold each colour
+    color = [-1] * E
+    budget = [_EXACT_COLOURING_BUDGET * E]
+
+    def free(e):
+        a, b = ends[e]
+        return [c for c in range(colours) if not taken[a][c] and not taken[b][c]]
+
+    def solve(left):
+        if not left:
+            return True
+        best, options = None, None
+        for e in left:
+            f = free(e)
+            if options is None or len(f) < len(options):
+                best, options = e, f
+                if len(f) <= 1:
+                    break
+        rest = [e for e in left if e != best]
+        a, b = ends[best]
+        for c in options:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            color[best] = c
+            taken[a][c] += 1
+            taken[b][c] += 1
+            if solve(rest):
+                return True
+            taken[a][c] -= 1
+            taken[b][c] -= 1
+        color[best] = -1
+        return False
+
+    return np.array(color, np.int64) if solve(list(range(E))) else None
 
 
 def colour_slices(pairs, joint_count):

@@ -343,7 +343,7 @@ def test_support_hull_distance_agrees_with_qhull():
     # (monotone chain) against Qhull and a point-in-triangle test, with duplicate and
     # collinear points.
     from scipy.spatial import ConvexHull, Delaunay
-    from blender_reldesc.core.contacts.repositioning import _hull_distance
+    from blender_reldesc.core.contacts.repositioning import _hull_distance, _hull_distances
     rng = np.random.default_rng(8)
     for trial in range(400):
         n = int(rng.integers(1, 9))
@@ -363,6 +363,18 @@ def test_support_hull_distance_agrees_with_qhull():
             np.linalg.norm(q - (a + np.clip(np.dot(q - a, b - a) / np.dot(b - a, b - a), 0, 1) * (b - a)))
             for a in poly for b in poly if np.any(a != b)])
         assert abs(_hull_distance(pts, q) - (0.0 if inside else near)) < 1e-8      # points rounded to 1e-9
+        # ... and the many-frames version, on this frame and on a batch of it
+        assert abs(_hull_distances(pts[None], q[None])[0] - (0.0 if inside else near)) < 1e-8
+
+
+def test_support_hull_distances_of_many_frames_at_once_are_each_frames():
+    from blender_reldesc.core.contacts.repositioning import _hull_distance, _hull_distances
+    rng = np.random.default_rng(9)
+    for k in range(1, 11):
+        pts, q = rng.normal(size=(40, k, 2)), 1.5 * rng.normal(size=(40, 2))
+        pts[::5, -1] = pts[::5, 0]                                   # duplicates
+        want = [_hull_distance(p, x) for p, x in zip(pts, q)]
+        np.testing.assert_allclose(_hull_distances(pts, q), want, atol=1e-8)
 
 
 def test_candidates_are_bent_and_scored_all_at_once_as_one_by_one():

@@ -112,3 +112,19 @@ def test_euler_compatible_equals_the_frame_by_frame_definition(order):
         prev = np.where((np.abs(b - prev).sum(-1) < np.abs(a - prev).sum(-1))[:, None], b, a)
         want.append(prev)
     np.testing.assert_allclose(euler_compatible(angles, order, ref), np.array(want), atol=1e-9)
+
+
+def test_the_euler_choice_chain_equals_the_frame_by_frame_walk():
+    # ``euler_compatible`` chooses between two triples per frame by which one the previous frame
+    # took; the vectorised chain must be the frame-by-frame walk it replaced.
+    from blender_reldesc.core.keys import _two_state_chain
+    rng = np.random.default_rng(3)
+    for shape in ((1, 1), (2, 3), (50, 4), (600, 7)):
+        from_a, from_b = rng.random(shape) < 0.5, rng.random(shape) < 0.5
+        want = np.empty(shape, bool)
+        state = from_a[0]
+        want[0] = state
+        for f in range(1, shape[0]):
+            state = np.where(state, from_b[f], from_a[f])
+            want[f] = state
+        np.testing.assert_array_equal(_two_state_chain(from_a, from_b), want)

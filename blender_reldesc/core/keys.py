@@ -238,11 +238,23 @@ def euler_compatible(angles, order, reference):
     after_b = np.concatenate([ref, b[:-1]])
     from_a = far(b, after_a) < far(a, after_a)          # (F,B): b wins if the previous frame took a
     from_b = far(b, after_b) < far(a, after_b)
-    took_b = np.empty(from_a.shape, bool)
-    state = from_a[0]
-    took_b[0] = state
-    for f in range(1, len(a)):
-        state = np.where(state, from_b[f], from_a[f])
-        took_b[f] = state
-    chosen = np.where(took_b[..., None], b, a)
+    chosen = np.where(_two_state_chain(from_a, from_b)[..., None], b, a)
     return np.unwrap(np.concatenate([ref, chosen]), axis=0)[1:]
+
+
+def _two_state_chain(from_a, from_b):
+    """(F,B) bool ``took[f] = from_b[f] if took[f - 1] else from_a[f]``, ``took[0] = from_a[0]``,
+    without a loop over frames.
+
+    Each frame maps the previous state to the next: to a constant where ``from_a == from_b``,
+    else keeping it (``from_b``) or flipping it (``from_a``). So a frame's state is the value
+    of the last constant frame, flipped once per flipping frame since: a running maximum and
+    a running count. (A loop of one numpy call per frame cost 0.02 s of a 600-frame bake.)"""
+    F = len(from_a)
+    const = from_a == from_b
+    const[0] = True                                      # frame 0 starts from state a
+    frames = np.arange(F).reshape((F,) + (1,) * (from_a.ndim - 1))
+    last = np.maximum.accumulate(np.where(const, frames, 0), axis=0)
+    value = np.take_along_axis(from_a, last, axis=0)
+    flips = np.cumsum(~const & from_a, axis=0)
+    return value ^ ((flips - np.take_along_axis(flips, last, axis=0)) % 2 == 1)

@@ -539,11 +539,48 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None
     masses = _masses(binding)
     com_now, com_then = centre_of_mass(sk, positions[frames], masses), centre_of_mass(sk, binding.motion[frames], masses)
     basis = _plane_basis(up)
+    # Frames with the same active contacts at once (a walk: a handful of groups, not 600 hulls).
+    groups = {}
     for i, f in enumerate(frames.tolist()):
-        on = active[f]
-        worse[f] = (_hull_distance(positions[f, on] @ basis.T, com_now[i] @ basis.T)
-                    - _hull_distance(binding.motion[f, on] @ basis.T, com_then[i] @ basis.T))
+        groups.setdefault(tuple(active[f]), []).append(i)
+    for on, rows in groups.items():
+        rows = np.asarray(rows)
+        at, on = frames[rows], list(on)
+        worse[at] = (_hull_distances(positions[at][:, on] @ basis.T, com_now[rows] @ basis.T)
+                     - _hull_distances(binding.motion[at][:, on] @ basis.T, com_then[rows] @ basis.T))
     return new_hit, worse
+
+
+def _hull_distances(points2d, q):
+    """(n,) ``_hull_distance`` of each q (n,2) to its points (n,k,2), for many frames at once.
+
+    Outside the hull, the distance to it is the least distance to a segment joining two of the
+    points (the hull's edges are among them, and the others lie inside it); inside, some
+    triangle of three points holds q. Beyond eight points a frame at a time."""
+    points2d, q = np.asarray(points2d, float), np.asarray(q, float)
+    n, k = points2d.shape[:2]
+    if k > 8:
+        return np.array([_hull_distance(p, x) for p, x in zip(points2d, q)])
+    if k == 1:
+        return np.linalg.norm(q - points2d[:, 0], axis=-1)
+    i, j = np.triu_indices(k, 1)
+    a, b = points2d[:, i], points2d[:, j]                                   # (n,P,2)
+    ab, aq = b - a, q[:, None] - a
+    t = np.clip(np.einsum("npd,npd->np", aq, ab) / np.maximum(np.einsum("npd,npd->np", ab, ab), 1e-300), 0.0, 1.0)
+    out = np.linalg.norm(aq - t[..., None] * ab, axis=-1).min(axis=1)
+    if k >= 3:
+        tri = np.array([(x, y, z) for x in range(k) for y in range(x + 1, k) for z in range(y + 1, k)])
+        a, b, c = (points2d[:, tri[:, m]] for m in range(3))                 # (n,T,2)
+
+        def cross(o, u, v):
+            return (u[..., 0] - o[..., 0]) * (v[..., 1] - o[..., 1]) - (u[..., 1] - o[..., 1]) * (v[..., 0] - o[..., 0])
+        x = q[:, None]
+        area = cross(a, b, c)
+        c1, c2, c3 = cross(a, b, x), cross(b, c, x), cross(c, a, x)
+        sign = np.where(area < 0, -1.0, 1.0)
+        held = (np.abs(area) > 1e-12) & (sign * c1 >= -1e-12) & (sign * c2 >= -1e-12) & (sign * c3 >= -1e-12)
+        out = np.where(held.any(axis=1), 0.0, out)
+    return out
 
 
 def _limb_joints(binding):

@@ -112,3 +112,32 @@ def test_a_garment_whose_object_moves_plays_back_where_it_was_carried(tmp_path):
     for f, now in played.items():
         then = _evaluated(skirt, scene, f)
         assert np.abs(now - then).max() < 1e-4, f
+
+
+def test_a_rebake_reuses_the_garments_binding_until_the_garment_changes(tmp_path, monkeypatch):
+    # Binding a fine garment is most of a bake's garment time: kept with the armature's binding
+    # while the garment plays the same; an edited garment is bound again, never carried stale.
+    import blender_reldesc.core.garment as core_garment
+    calls = []
+    real = core_garment.bind_garment
+    monkeypatch.setattr(core_garment, "bind_garment", lambda *a, **k: calls.append(1) or real(*a, **k))
+    scene, arm, skirt, env = demo.build_garment_scene(frames=12)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "skirt.blend"))
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    demo.lengthen_legs(arm, 1.15)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    path = bpy.path.abspath(skirt.modifiers[garments.MODIFIER].filepath)
+    first = read_pc2(path)[0]
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    np.testing.assert_array_equal(read_pc2(path)[0], first)
+    assert len(calls) == 1                          # bound once: at Bind Garment
+    low = [v for v in skirt.data.vertices if v.co.z < np.median([u.co.z for u in skirt.data.vertices])]
+    for v in low:
+        v.co.z -= 0.02                              # the hem let down 2 cm
+    skirt.data.update()
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    assert len(calls) == 2
+    lowered = read_pc2(path)[0]
+    moved = np.abs(lowered - first).max(axis=(0, 2))
+    assert moved.max() > 0.015                      # the let-down hem is carried, not the old one

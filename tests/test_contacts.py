@@ -543,3 +543,17 @@ def test_judging_some_phases_gives_what_judging_all_gives_for_them(stones):
     some = [k for k in range(len(phases)) if k % 3 != 1]
     assert check_contacts(binding, result.positions, deformed, phases, result.bone_lengths, judge=some) == \
         [every[k] for k in some]
+
+
+def test_contact_phases_are_found_once_per_binding_and_settings():
+    # A re-bake does not detect the source's contacts again: the same phases, in a list of its
+    # own; other settings are detected afresh.
+    skel, motion = S.walk(60)
+    b = bind(skel, motion, TriMesh(*S.grid(8, 4, 16, 8, origin=(-2, -2))))
+    first = detect_contacts(b)
+    again = detect_contacts(b)
+    assert again == first and again is not first and all(x is y for x, y in zip(again, first))
+    again.clear()
+    assert detect_contacts(b) == first
+    slower = detect_contacts(b, speed=0.05 * b.body_height)
+    assert slower is not first and len(slower) >= 1

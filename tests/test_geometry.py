@@ -168,6 +168,12 @@ def test_collider_finds_the_closest_triangle_of_a_fine_mesh_like_brute_force():
     for hints in ((near, None), (None, far), (near, far)):
         for a, b in zip((sd, normal, tri, bary), collider.closest(pts, *hints)):
             np.testing.assert_array_equal(a, b)
+    # ... nor do a few points at a time (a solver step's collisions: one k-d tree ball query).
+    for k in range(0, len(pts), 7):
+        rows = slice(k, k + 7)
+        for hints in ((None, far[rows]), (near[rows], far[rows])):
+            for a, b in zip((sd, normal, tri, bary), collider.closest(pts[rows], *hints)):
+                np.testing.assert_array_equal(a[rows], b)
     corners = verts[tris]
     for k in range(len(pts)):
         b = closest_point_on_triangles(np.broadcast_to(pts[k], (len(tris), 3)), *(corners[:, c] for c in range(3)))

@@ -170,6 +170,8 @@ class Collider:
     SEARCH_GROWTH = 1.25
     #: Up to this many points are searched within the whole band in one round.
     FEW = 256
+    #: Up to this many points with distance bounds are searched by one k-d tree ball query.
+    BALL_POINTS = 32
 
     def __init__(self, vertices, normals, triangles, valid, band):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
@@ -302,15 +304,30 @@ class Collider:
     def _nearest(self, points, radius):
         """Per point the closest triangle among those whose box is within ``radius`` (P,):
         ``distance (P,)`` (inf where none), ``triangle id (P,)``, ``bary (P,3)``, foot (P,3)."""
+        pt, box = self.tree.query(points, radius)
+        return self._best_of(points, pt, self.tri_ids[box])
+
+    def _ball_nearest(self, points, radius):
+        """``_nearest`` among a superset of the triangles within ``radius`` (P,) of each point:
+        those whose centre is within ``radius`` + R (one compiled k-d tree query). Where the
+        closest of them is within ``radius`` it is ``_nearest``'s (every triangle as near or
+        nearer is among them); elsewhere the caller searches again."""
+        import itertools
+        tree, R = self._kd_tree()
+        found = tree.query_ball_point(points, np.asarray(radius, float) + R)
+        counts = np.fromiter((len(x) for x in found), np.int64, len(points))
+        centre = np.fromiter(itertools.chain.from_iterable(found), np.int64, int(counts.sum()))
+        return self._best_of(points, np.repeat(np.arange(len(points)), counts), self.tri_ids[centre])
+
+    def _best_of(self, points, pt, tri_id):
+        """``_nearest`` over given (point, triangle id) pairs (K,), sorted by point."""
         P = len(points)
         best = np.full(P, np.inf)
         tri_out = np.full(P, -1)
         bary_out = np.zeros((P, 3))
         foot_out = np.zeros((P, 3))
-        pt, box = self.tree.query(points, radius)
         if pt.size == 0:
             return best, tri_out, bary_out, foot_out
-        tri_id = self.tri_ids[box]
         tri = self.triangles[tri_id]
         a, b, c = (self.vertices[tri[:, k]] for k in range(3))
         bary = closest_point_on_triangles(points[pt], a, b, c)
@@ -374,6 +391,15 @@ class Collider:
             # far, a triangle tied with the best, must not be lost to rounding), or the band.
             radius[todo] = np.clip(d2[unsure] * (1.0 + 1e-9) + 1e-9 * self.band, start, self.band)
             todo = np.sort(np.concatenate([todo, later]))
+        if far is not None and 0 < todo.size <= self.BALL_POINTS:
+            # A few points with bounds (a solver step's collisions: five joints, a few centimetres
+            # each): one ball query of the triangle centres instead of a box-tree round, a dozen
+            # levels of numpy calls (0.45 ms a step in a 600-frame bake).
+            d2, t2, b2, f2 = self._ball_nearest(points[todo], radius[todo])
+            done = d2 <= radius[todo]
+            sure = todo[done]
+            dist[sure], tri_out[sure], bary_out[sure], foot[sure] = d2[done], t2[done], b2[done], f2[done]
+            todo = todo[~done]
         first = True
         while todo.size:
             if not first:

@@ -308,7 +308,6 @@ class CapsuleCollisions:
     it is (as ``push_out_of_capsules``)."""
 
     def __init__(self, capsules, depth, inner=None, joints=None, pairs=None):
-        self.capsules = capsules
         self.depth = depth
         self.inner = inner
         self.joints = joints

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .. import constants as C
@@ -312,9 +314,9 @@ class Collider:
         those whose centre is within ``radius`` + R (one compiled k-d tree query). Where the
         closest of them is within ``radius`` it is ``_nearest``'s (every triangle as near or
         nearer is among them); elsewhere the caller searches again."""
-        import itertools
         tree, R = self._kd_tree()
-        found = tree.query_ball_point(points, np.asarray(radius, float) + R)
+        # A hair wider: a triangle exactly that far must not be lost to rounding.
+        found = tree.query_ball_point(points, np.asarray(radius, float) * (1.0 + 1e-9) + R + 1e-9 * self.band)
         counts = np.fromiter((len(x) for x in found), np.int64, len(points))
         centre = np.fromiter(itertools.chain.from_iterable(found), np.int64, int(counts.sum()))
         return self._best_of(points, np.repeat(np.arange(len(points)), counts), self.tri_ids[centre])

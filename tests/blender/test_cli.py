@@ -112,81 +112,72 @@ def test_demo_writes_the_blend_the_report_and_the_picture(tmp_path):
     assert (out / "demo.blend").stat().st_size > 100_000
 
 
-def test_demo_of_the_stepping_stones_repositions_the_foot_on_the_moved_stone(tmp_path):
-    out = tmp_path / "stones"
-    r = run("demo", "--scene", "stones", "-o", str(out))
+def _demo(tmp_path, scene):
+    """Run ``demo --scene scene`` into a fresh folder: (the folder, its report)."""
+    out = tmp_path / scene
+    r = run("demo", "--scene", scene, "-o", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    return out, json.loads((out / "report.json").read_text())
+
+
+def _is_png(path):
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_of_the_stepping_stones_repositions_the_foot_on_the_moved_stone(tmp_path):
+    out, report = _demo(tmp_path, "stones")
     assert report["scene"] == "stones" and report["moved_stone"].startswith("Stone.")
     moved = [c for c in report["contacts"] if c["status"] == "repositioned" and c["effector"] == "LeftFoot"]
     assert len(moved) == 1 and moved[0]["new_surface"] != report["moved_stone"]
     assert report["contact_counts"]["unresolved"] == 0
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")
 
 
 def test_demo_of_the_ceiling_replans_the_root_under_it(tmp_path):
-    out = tmp_path / "ceiling"
-    r = run("demo", "--scene", "ceiling", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "ceiling")
     assert report["scene"] == "ceiling"
     assert report["contact_counts"]["unresolved"] == 0
     assert any(c["reason"] == "root replanned" for c in report["contacts"])
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")
 
 
 def test_demo_of_the_chair_puts_the_hand_on_the_seat_and_follows_the_seat(tmp_path):
-    out = tmp_path / "chair"
-    r = run("demo", "--scene", "chair", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "chair")
     assert report["scene"] == "chair" and report["contact_counts"]["unresolved"] == 0
     by = {c["effector"]: c for c in report["contacts"]}
     assert by["LeftHand"]["status"] == "repositioned" and by["LeftHand"]["new_surface"] == "Seat"
     assert by["Hips"]["status"] == "repositioned" and by["Hips"]["new_surface"] == "Seat"
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")
 
 
 def test_demo_of_a_transfer_sits_on_the_stool(tmp_path):
-    out = tmp_path / "transfer"
-    r = run("demo", "--scene", "transfer", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "transfer")
     assert report["scene"] == "transfer" and report["action"] == "Sit.adapted"
     assert report["transfer"]["source"] == "Chair" and report["transfer"]["target"] == "Stool"
     assert report["transfer"]["segments"] == ["seat", "legs"] and "Hips" in report["transfer"]["matched"]
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")
 
 
 def test_demo_of_a_crowd_renders_walkers_over_hills(tmp_path):
-    out = tmp_path / "crowd"
-    r = run("demo", "--scene", "crowd", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "crowd")
     assert report["scene"] == "crowd" and len(report["characters"]) == 9
     assert report["warnings"] == [] and report["stance_fraction"] > 0.5
-    assert (out / "crowd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "crowd.png")
     assert (out / "demo.blend").exists()
 
 
 def test_demo_of_a_pair_bakes_both_and_the_hands_meet(tmp_path):
-    out = tmp_path / "pair"
-    r = run("demo", "--scene", "pair", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "pair")
     assert report["scene"] == "pair" and report["action"] == "HoldLead.adapted"
     assert [p["action"] for p in report["partners"]] == ["HoldPartner.adapted"]
     gaps = report["hands_apart_at_render_frame"]
     assert gaps["source"] > 0.15 and gaps["adapted"] < 0.06          # 4 cm apart in the source
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")
 
 
 def test_demo_of_a_garment_carries_the_skirt(tmp_path):
-    out = tmp_path / "garment"
-    r = run("demo", "--scene", "garment", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
+    out, report = _demo(tmp_path, "garment")
     assert report["scene"] == "garment" and report["garment"]["garments"] == ["Skirt"]
     assert report["skirt_rise"] > 0.05 and report["edge_change_max"] <= 0.05
     assert (out / "Skirt.reldesc.pc2").exists()
-    assert (out / "before_after.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _is_png(out / "before_after.png")

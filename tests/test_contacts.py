@@ -557,3 +557,34 @@ def test_contact_phases_are_found_once_per_binding_and_settings():
     assert detect_contacts(b) == first
     slower = detect_contacts(b, speed=0.05 * b.body_height)
     assert slower is not first and len(slower) >= 1
+
+
+@pytest.mark.parametrize("animated", [False, True])
+def test_bones_tested_on_some_frames_read_as_when_all_are_tested(stones, animated):
+    # The collision test searches only the bones a judged phase covers on each frame; those
+    # bones (samples, crossing and joint depths) read exactly as in the test of every bone,
+    # the others False, and the joints' signed distances are those of a direct search.
+    from blender_reldesc.core.contacts.repositioning import _bones_inside, _colliders
+    skel, motion, mesh, _, _ = stones
+    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.12))
+    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
+    scene = move_box(0.5 * (motion[ph.middle, ph.limb.chain[-2]] + motion[ph.middle, ph.effector]))
+    if animated:
+        scene = scene.with_vertices(np.repeat(scene.vertices[None], len(motion), axis=0))
+    get = _colliders(scene, 0.2 * binding.body_height)
+    frames = np.arange(ph.start - 3, ph.end + 4)
+    margin = 0.02 * binding.body_height
+    full, full_sd = _bones_inside(skel, motion, scene, frames, get, margin)
+    assert full.any() and not np.isnan(full_sd).any()
+    B = int(np.sum(skel.parents >= 0))
+    need = np.random.default_rng(3).random((len(frames), B)) < 0.4
+    some, some_sd = _bones_inside(skel, motion, scene, frames, get, margin, need)
+    mask = np.tile(need, (1, full.shape[1] // B))
+    np.testing.assert_array_equal(some, full & mask)
+    measured = ~np.isnan(some_sd)
+    child = np.flatnonzero(skel.parents >= 0)
+    for i, j in zip(*np.nonzero(need)):
+        assert measured[i, child[j]] and measured[i, skel.parents[child[j]]]
+    np.testing.assert_array_equal(some_sd[measured], full_sd[measured])
+    direct = np.array([get(int(f)).closest(motion[f])[0] for f in frames])
+    np.testing.assert_array_equal(full_sd, direct)

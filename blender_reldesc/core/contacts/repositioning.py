@@ -476,21 +476,19 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     margin = 0.02 * H
     get = _colliders(mesh, 0.2 * H)
     judged = list(range(len(phases))) if judge is None else [int(k) for k in judge]
-    new_hit, worse = _frame_checks(binding, positions, mesh, phases, get, margin, up,
-                                   [phases[k] for k in judged])
-    if not mesh.animated and judged:                  # every phase's effector in one search
-        spans = [np.arange(phases[k].start, phases[k].end + 1) for k in judged]
-        eff = np.concatenate([positions[fr, phases[k].effector] for k, fr in zip(judged, spans)])
-        all_sd = np.split(get(0).closest(eff)[0], np.cumsum([len(fr) for fr in spans])[:-1])
+    new_hit, worse, joint_sd = _frame_checks(binding, positions, mesh, phases, get, margin, up,
+                                             [phases[k] for k in judged])
     out = []
-    for k, ph in enumerate(phases[i] for i in judged):
+    for ph in (phases[i] for i in judged):
         limb = ph.limb
         frames = np.arange(ph.start, ph.end + 1)
-        eff = positions[frames, ph.effector]
-        if mesh.animated:
-            sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
-        else:
-            sd = all_sd[k]
+        sd = joint_sd[frames, ph.effector]
+        if np.isnan(sd).any():                        # an effector no tested bone ends at
+            eff = positions[frames, ph.effector]
+            if mesh.animated:
+                sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
+            else:
+                sd = get(0).closest(eff)[0]
         off_surface = np.abs(sd) - ph.clearance > eps0
         if np.mean(off_surface) > 0.5:
             out.append((False, "unsupported"))
@@ -526,27 +524,35 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
 def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None):
     """Over the frames of the ``judged`` phases (default: all ``phases``): per frame and bone
     (F,B) whether the bone (by its child joint, ``bone_samples`` order) is newly inside the
-    environment (more than ``margin`` deep where the source was not), and per frame (F,) how
+    environment (more than ``margin`` deep where the source was not), per frame (F,) how
     much farther the centre of mass is outside the hull of the active contacts (all
-    ``phases``) than in the source."""
+    ``phases``) than in the source, and per frame and joint (F,J) the joints' signed distances
+    where they were measured (NaN elsewhere).
+
+    A bone is tested only on the frames where a judged phase whose collision test covers it
+    (``_judged_bones``) is active: a walk's swinging leg is not the standing foot's business,
+    so about half the leg samples near the floor need no search."""
     sk, F = binding.skeleton, len(positions)
     active = [[] for _ in range(F)]
     for q in phases:
         for f in range(q.start, q.end + 1):
             active[f].append(q.effector)
-    wanted = np.zeros(F, bool)
+    B = int(np.sum(sk.parents >= 0))
+    wanted, need = np.zeros(F, bool), np.zeros((F, B), bool)
     for q in phases if judged is None else judged:
         wanted[q.start:q.end + 1] = True
+        need[q.start:q.end + 1, _judged_bones(binding, q)] = True
     frames = np.array([f for f in range(F) if active[f] and wanted[f]], np.int64)
-    B = int(np.sum(sk.parents >= 0))
     new_hit, worse = np.zeros((F, B), bool), np.zeros(F)
+    joint_sd = np.full((F, len(sk.parents)), np.nan)
     if not frames.size:
-        return new_hit, worse
-    inside = _bones_inside(sk, positions, mesh, frames, get, margin)
+        return new_hit, worse, joint_sd
+    inside, joint_sd[frames] = _bones_inside(sk, positions, mesh, frames, get, margin, need[frames])
     if inside.any():
         hit = np.flatnonzero(inside.any(axis=1))
         then_get = _colliders(binding.mesh, 0.2 * binding.body_height)
-        was = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], then_get, margin)
+        was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], then_get, margin,
+                               inside[hit].reshape(len(hit), -1, B).any(axis=1))
         fresh = (inside[hit] & ~was).reshape(len(hit), -1, B)                # (n, samples, B)
         new_hit[frames[hit]] = fresh.any(axis=1)
     masses = _masses(binding)
@@ -561,7 +567,7 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None
         at, on = frames[rows], list(on)
         worse[at] = (_hull_distances(positions[at][:, on] @ basis.T, com_now[rows] @ basis.T)
                      - _hull_distances(binding.motion[at][:, on] @ basis.T, com_then[rows] @ basis.T))
-    return new_hit, worse
+    return new_hit, worse, joint_sd
 
 
 def _hull_distances(points2d, q):
@@ -646,30 +652,51 @@ def floor_bones(binding):
     return binding._joint_models[key]
 
 
-def _bones_inside(skeleton, positions, mesh, frames, get, margin):
+def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     """(n,K+B) whether each point along the bones (``bone_samples``) of ``positions`` at
     ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``), then per bone
     whether it passes through a surface or has a joint more than ``margin`` inside (a slab
     thinner than the samples' spacing: a leg went through a 10 cm slab at knee height with no
-    sample 2 cm inside it)."""
-    pts = bone_samples(skeleton, positions[frames])                            # (n,K,3)
+    sample 2 cm inside it); and (n,J) the joints' signed distances (NaN where not measured).
+
+    need : optional (n,B) bool, the bones to test on each frame (the others read False, and
+        only the joints of tested bones are measured)."""
     child = np.flatnonzero(skeleton.parents >= 0)
     parent = skeleton.parents[child]
+    n, J, B = len(frames), len(skeleton.parents), len(child)
+    need = np.ones((n, B), bool) if need is None else np.asarray(need, bool)
     P = positions[frames]                                                      # (n,J,3)
+    S = len(bone_samples(skeleton, P[:1])[0]) // max(B, 1)                     # samples per bone
+    pts = bone_samples(skeleton, P).reshape(n, S, B, 3)
+    # The joints of the tested bones.
+    ends = np.zeros((B, J), bool)
+    ends[np.arange(B), parent] = ends[np.arange(B), child] = True
+    used = (need.astype(np.int64) @ ends) > 0                                  # (n,J)
+    pick = np.broadcast_to(need[:, None, :], (n, S, B))
+    sd, at = np.full((n, S, B), np.inf), np.full((n, J), np.inf)
+    cross = np.zeros((n, B), bool)
+    fi, bi = np.nonzero(need)
     if mesh.animated:
-        sd = np.stack([get(int(f)).closest(pts[i])[0] for i, f in enumerate(frames.tolist())])
-        at = np.stack([get(int(f)).closest(P[i])[0] for i, f in enumerate(frames.tolist())])
-        cross = np.stack([get(int(f)).crossing(P[i, parent], P[i, child]) for i, f in enumerate(frames.tolist())])
+        for i, f in enumerate(frames.tolist()):
+            col = get(int(f))
+            sd[i][pick[i]] = col.closest(pts[i][pick[i]])[0]
+            at[i, used[i]] = col.closest(P[i, used[i]])[0]
+            mine = need[i]
+            cross[i, mine] = col.crossing(P[i, parent[mine]], P[i, child[mine]])
     else:
-        sd = get(0).closest(pts.reshape(-1, 3))[0].reshape(pts.shape[:2])
-        at = get(0).closest(P.reshape(-1, 3))[0].reshape(P.shape[:2])
-        cross = get(0).crossing(P[:, parent].reshape(-1, 3), P[:, child].reshape(-1, 3)).reshape(len(P), -1)
+        col = get(0)
+        # Samples and joints in one search.
+        found = col.closest(np.concatenate([pts[pick], P[used]]))[0]
+        k = int(pick.sum())
+        sd[pick], at[used] = found[:k], found[k:]
+        cross[fi, bi] = col.crossing(P[fi, parent[bi]], P[fi, child[bi]])
     # Through, not dipping: both of the bone's joints outside (a toe tip a few mm into a raised
     # stone is the samples' business, with their margin); or a joint itself deeper than the
     # margin (a head inside a slab, its bones' samples each within 3 cm of a face).
     cross &= (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
     cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
-    return np.concatenate([sd < -margin, cross], axis=1)
+    cross &= need
+    return np.concatenate([(sd < -margin).reshape(n, S * B), cross], axis=1), np.where(used, at, np.nan)
 
 
 # --- re-positioning (§5.3) -----------------------------------------------------------

@@ -23,8 +23,9 @@ from .core.solvers.interaction_mesh import check_solver
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.keys import (INTERPOLATIONS, Channels, bezier_handles, euler_compatible, play, reduce_keys,
                         rotation_matrices)
-from .core.skeleton.armature import (adapted_pose, axis_angle_from_quat, euler_from_quat, joint_layout,
-                                     polar, primary_children, rotation_scale, sign_continuous, split_basis)
+from .core.skeleton.armature import (adapted_pose, affine_inverse, axis_angle_from_quat, euler_from_quat,
+                                     joint_layout, polar, primary_children, rotation_scale, sign_continuous,
+                                     split_basis)
 from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
 
 ADAPTED_SUFFIX = ".adapted"
@@ -98,7 +99,7 @@ class BindJob:
         self.outer_pose = np.empty((len(self.frames), len(rig.outer_names), 4, 4))
         for i, name in enumerate(rig.outer_names):
             o, a = full.names.index(name), rig.anchors[name]
-            self.outer_pose[:, i] = pose[:, o] if a < 0 else np.linalg.inv(pose[:, rig.index[a]]) @ pose[:, o]
+            self.outer_pose[:, i] = pose[:, o] if a < 0 else affine_inverse(pose[:, rig.index[a]]) @ pose[:, o]
         self.animated = any(adapter.is_animated(ob) for ob in objects)
         if self.animated:
             verts, tris, self.counts = adapter.read_environment_frames(scene, objects, self.frames)
@@ -322,7 +323,7 @@ class Bound:
         """Posed bone matrices (F,B,4,4), armature space, that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         world = self.world[idx]
-        inv = np.linalg.inv(world)
+        inv = affine_inverse(world)
         to_arm = lambda p: np.einsum("fij,fkj->fki", inv[:, :3, :3], p) + inv[:, None, :3, 3]  # noqa: E731
         original = to_arm(self.binding.motion[idx])
         adapted = to_arm(positions)
@@ -339,7 +340,7 @@ class Bound:
         ``PoseBone.matrix_basis``) that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         new = self.adapted_pose(positions, frames)
-        return np.linalg.inv(self.rig.local)[None] @ np.linalg.inv(self.parent_pose(new, idx)) @ new
+        return affine_inverse(self.rig.local)[None] @ affine_inverse(self.parent_pose(new, idx)) @ new
 
     def keyable_basis(self, positions, frames=None):
         """(rotation (F,B,3,3), scale (F,B,3), location (F,B,3), played pose (F,B,4,4)) to key,
@@ -356,10 +357,10 @@ class Bound:
         played = np.empty_like(new)
         F, B = new.shape[:2]
         rot, scale, loc = np.empty((F, B, 3, 3)), np.empty((F, B, 3)), np.empty((F, B, 3))
-        inv_local = np.linalg.inv(rig.local)
+        inv_local = affine_inverse(rig.local)
         for b in rig.order.tolist():
             parent = self._parent_of(b, played, idx)
-            basis = inv_local[b] @ np.linalg.inv(parent) @ new[:, b]
+            basis = inv_local[b] @ affine_inverse(parent) @ new[:, b]
             rot[:, b], scale[:, b] = rotation_scale(basis[:, :3, :3])
             loc[:, b] = basis[:, :3, 3]
             keyed = np.broadcast_to(np.eye(4), basis.shape).copy()

@@ -61,3 +61,25 @@ def test_euler_conversion_matches_blender_order():
          @ Rotation.from_euler("x", ang[0]).as_matrix())
     q = Rotation.from_matrix(R).as_quat()[[3, 0, 1, 2]]
     np.testing.assert_allclose(euler_from_quat(q[None, None], "XYZ")[0, 0], ang, atol=1e-9)
+
+
+def test_affine_inverse_agrees_with_lapack_and_falls_back_on_the_rest():
+    # Pose matrices (rotation, non-uniform and negative scale, translation) invert as LAPACK
+    # does; a projective matrix goes through LAPACK; a singular one raises as LAPACK does.
+    import pytest
+    from blender_reldesc.core.skeleton.armature import affine_inverse
+    rng = np.random.default_rng(5)
+    m = np.zeros((300, 4, 4))
+    m[:, :3, :3] = Rotation.random(300, random_state=2).as_matrix() * rng.uniform(0.2, 3.0, (300, 1, 3))
+    m[::7, :3, 0] *= -1.0
+    m[:, :3, 3] = rng.normal(size=(300, 3))
+    m[:, 3, 3] = 1.0
+    np.testing.assert_allclose(affine_inverse(m), np.linalg.inv(m), atol=1e-12)
+    np.testing.assert_allclose(affine_inverse(m[3]), np.linalg.inv(m[3]), atol=1e-12)
+    p = m[:5].copy()
+    p[:, 3, :3] = [0.1, 0.0, 0.2]
+    np.testing.assert_allclose(affine_inverse(p), np.linalg.inv(p), atol=1e-12)
+    s = m[:4].copy()
+    s[2, :3, 1] = 0.0
+    with pytest.raises(np.linalg.LinAlgError):
+        affine_inverse(s)

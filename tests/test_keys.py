@@ -128,3 +128,12 @@ def test_the_euler_choice_chain_equals_the_frame_by_frame_walk():
             state = np.where(state, from_b[f], from_a[f])
             want[f] = state
         np.testing.assert_array_equal(_two_state_chain(from_a, from_b), want)
+
+
+@pytest.mark.parametrize("order", ["XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX"])
+def test_euler_matrices_agree_with_scipy_in_every_rotation_mode(order):
+    # The closed form against scipy's from_euler (the first axis of the mode turns first),
+    # over angles beyond a full turn.
+    v = np.random.default_rng(7).uniform(-7.0, 7.0, (200, 3))
+    ref = Rotation.from_euler(order.lower(), v[:, ["XYZ".index(a) for a in order]]).as_matrix()
+    np.testing.assert_allclose(rotation_matrices("euler", v, order), ref, atol=1e-14)

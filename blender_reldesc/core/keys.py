@@ -89,14 +89,33 @@ def bezier_handles(key_frames, key_values, key_slopes):
     return left, right
 
 
+def euler_matrices(values, order="XYZ"):
+    """(...,3,3) rotations of Euler angles (...,3) (X, Y, Z) in a Blender rotation mode: the
+    first axis of ``order`` turns first, ``R = R[order[2]] @ R[order[1]] @ R[order[0]]``.
+    Closed form: scipy's ``from_euler`` took a fifth of a bake's key planning."""
+    values = np.asarray(values, dtype=float)
+    c, s = np.cos(values), np.sin(values)
+    one, zero = np.ones(values.shape[:-1]), np.zeros(values.shape[:-1])
+    out = None
+    for a in order:
+        k = "XYZ".index(a)
+        ca, sa = c[..., k], s[..., k]
+        rows = {0: ((one, zero, zero), (zero, ca, -sa), (zero, sa, ca)),
+                1: ((ca, zero, sa), (zero, one, zero), (-sa, zero, ca)),
+                2: ((ca, -sa, zero), (sa, ca, zero), (zero, zero, one))}[k]
+        m = np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+        out = m if out is None else m @ out
+    return out
+
+
 def rotation_matrices(kind, values, order="XYZ"):
     """(F,3,3) rotation of a channel's values as Blender builds it."""
     if kind == "quaternion":
         q = values / np.maximum(np.linalg.norm(values, axis=-1, keepdims=True), 1e-12)
         return matrix_from_quat(q)
-    from scipy.spatial.transform import Rotation
     if kind == "euler":
-        return Rotation.from_euler(order.lower(), values[:, ["XYZ".index(a) for a in order]]).as_matrix()
+        return euler_matrices(values, order)
+    from scipy.spatial.transform import Rotation
     if kind == "axis_angle":
         axis = values[:, 1:] / np.maximum(np.linalg.norm(values[:, 1:], axis=-1, keepdims=True), 1e-12)
         return Rotation.from_rotvec(axis * values[:, :1]).as_matrix()

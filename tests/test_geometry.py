@@ -189,6 +189,49 @@ def test_collider_finds_the_closest_triangle_of_a_fine_mesh_like_brute_force():
         assert np.isclose(d[tri[k]], d[best], atol=1e-12)
 
 
+def test_collider_on_triangles_of_very_different_sizes_and_ties_agrees_with_brute_force():
+    # Long slivers beside a finely cut patch (one triangle's radius 40 times another's: the
+    # k-d search's per-triangle bounds and its fall-back to the box tree), and points exactly
+    # over grid vertices and edges (ties between triangles go to the lowest id): every point's
+    # triangle, distance and sign as testing every triangle, and the same a few at a time.
+    rng = np.random.default_rng(4)
+    fine = S.grid(1.0, 1.0, 20, 20, origin=(0.0, 0.0))
+    verts = [fine[0], np.array([[1.0, 0.0, 0.0], [3.0, 0.0, 0.02], [3.0, 1.0, 0.0], [1.0, 1.0, 0.05],
+                                [3.0, 3.0, 0.1], [0.0, 3.0, -0.05]])]
+    base = len(fine[0])
+    tris = [fine[1], base + np.array([[0, 1, 2], [0, 2, 3], [3, 2, 4], [3, 4, 5]])]
+    verts, tris = np.concatenate(verts), np.concatenate(tris)
+    verts[:base, 2] += 0.01 * rng.normal(size=base)
+    valid = np.ones(len(tris), bool)
+    normals = vertex_normals(verts, tris, valid, np.arange(len(verts)))
+    band = 0.4
+    on_grid = np.column_stack([np.repeat(np.linspace(0.0, 1.0, 11), 11), np.tile(np.linspace(0.0, 1.0, 11), 11),
+                               np.full(121, 0.07)])
+    pts = np.concatenate([on_grid, np.column_stack([rng.uniform(-0.3, 3.3, 600), rng.uniform(-0.3, 3.3, 600),
+                                                    rng.uniform(-0.45, 0.45, 600)])])
+    collider = Collider(verts, normals, tris, valid, band)
+    sd, normal, tri, bary = collider.closest(pts)
+    for k in range(0, len(pts), 9):
+        rows = slice(k, k + 9)
+        for a, b in zip((sd, normal, tri, bary), collider.closest(pts[rows])):
+            np.testing.assert_array_equal(a[rows], b)
+    corners = verts[tris]
+    for k in range(len(pts)):
+        b = closest_point_on_triangles(np.broadcast_to(pts[k], (len(tris), 3)), *(corners[:, c] for c in range(3)))
+        d = np.linalg.norm(np.einsum("tc,tcd->td", b, corners) - pts[k], axis=1)
+        gap = np.maximum(np.maximum(corners.min(axis=1) - pts[k], pts[k] - corners.max(axis=1)), 0.0)
+        candidates = np.einsum("tk,tk->t", gap, gap) <= band * band
+        if not candidates.any():
+            assert np.isinf(sd[k]) and tri[k] == -1
+            continue
+        if d[candidates].min() > band:
+            continue                                 # beyond the band: either answer is allowed
+        rounded = np.round(d, 12)
+        best = np.flatnonzero(candidates & (rounded == rounded[candidates].min())).min()
+        assert tri[k] == best, k
+        assert abs(abs(sd[k]) - d[best]) < 1e-12
+
+
 def test_coverage_index_matches_brute_force_over_all_triangles():
     rng = np.random.default_rng(4)
     xs = np.linspace(0, 3, 13)

@@ -219,26 +219,19 @@ class Collider:
         return inside & (keys[at] == key) if len(keys) else np.zeros(len(points), bool)
 
     #: Nearest triangle centres taken per point by the k-d tree search.
-    KD_NEIGHBOURS = 8
+    KD_NEIGHBOURS = 16
 
     def _kd_tree(self):
-        """(k-d tree of the triangle centres, the largest centre-to-corner distance R)."""
+        """(k-d tree of the triangle centres, the largest centre-to-corner distance R, (T,) each
+        triangle's own centre-to-corner distance)."""
         from scipy.spatial import cKDTree
         if self._kd is None:
             tri = self.triangles[self.tri_ids]
             corners = self.vertices[tri]
             centre = corners.mean(axis=1)
             radius = np.linalg.norm(corners - centre[:, None], axis=-1).max(axis=1)
-            self._kd = (cKDTree(centre), float(radius.max()) if len(radius) else 0.0)
-        return self._kd
-
-    def _kd_centre_distance(self, points):
-        """(P,) each point's distance to the nearest triangle centre, inf beyond the band + R: an
-        upper bound of its distance to the surface (a centre lies on its triangle)."""
-        tree, R = self._kd_tree()
-        if not len(self.tri_ids):
-            return np.full(len(points), np.inf)
-        return tree.query(points, k=1, distance_upper_bound=self.band + R)[0]
+            self._kd = (cKDTree(centre), float(radius.max()) if len(radius) else 0.0, radius)
+        return self._kd[:2]
 
     def _kd_nearest(self, points):
         """``_nearest`` for many points at once without a radius: the closest triangle, exact,
@@ -246,35 +239,58 @@ class Collider:
         settle (their candidates may miss a closer triangle).
 
         A triangle's distance from a point is at least the distance to its centre minus its
-        radius R (centre to farthest corner). The ``KD_NEIGHBOURS`` nearest centres (a
-        compiled k-d tree) give a best distance d; any triangle closer than d has its centre
-        within d + R_max, so when the farthest of those neighbours lies beyond that, no
-        triangle was missed. On meshes of similar triangles (terrain) nearly every point is
-        settled in one query; the others go through the box-tree search."""
+        radius r (centre to farthest corner), and at least the distance to its box. The
+        ``KD_NEIGHBOURS`` nearest centres (one compiled k-d tree query) are candidates; the
+        nearest one's triangle gives an upper bound u, and only the candidates that both
+        bounds put within u are measured (two to four of sixteen on a floor). Any triangle
+        closer than the best d has its centre within d + R_max, so when the farthest
+        candidate lies beyond that, none was missed; the others go through the box-tree
+        search from d. Ties (to 1e-12) go to the lowest triangle id, as in ``_best_of``."""
         tree, R = self._kd_tree()
-        P = len(points)
-        k = min(self.KD_NEIGHBOURS, len(self.tri_ids))
-        best, tri_out = np.full(P, np.inf), np.full(P, -1)
-        bary_out, foot_out = np.zeros((P, 3)), np.zeros((P, 3))
+        radius = self._kd[2]
+        P, T = len(points), len(self.tri_ids)
+        k = min(self.KD_NEIGHBOURS, T)
         if k == 0 or P == 0:
-            return best, tri_out, bary_out, foot_out, np.zeros(P, bool)
+            return np.full(P, np.inf), np.full(P, -1), np.zeros((P, 3)), np.zeros((P, 3)), np.ones(P, bool)
         cd, ci = tree.query(points, k=k, distance_upper_bound=self.band + R)
         cd, ci = cd.reshape(P, k), ci.reshape(P, k)
-        real = ci < len(self.tri_ids)
-        pt = np.repeat(np.arange(P), k)[real.ravel()]
-        tri_id = self.tri_ids[ci[real]]
-        tri = self.triangles[tri_id]
-        a, b, c = (self.vertices[tri[:, j]] for j in range(3))
-        bary = closest_point_on_triangles(points[pt], a, b, c)
+        real = ci < T
+        ci[~real] = 0
+        tid = self.tri_ids[ci]                                                   # (P,k)
+        a, b, c = (self.vertices[self.triangles[tid[:, 0], j]] for j in range(3))
+        bary0 = closest_point_on_triangles(points, a, b, c)
+        foot0 = bary0[:, :1] * a + bary0[:, 1:2] * b + bary0[:, 2:] * c
+        u = np.where(real[:, 0], np.linalg.norm(points - foot0, axis=-1), np.inf)
+        # A hair wider: a candidate tied with the bound must not be lost to rounding.
+        lim = u * (1.0 + 1e-9) + 1e-9 * self.band
+        keep = real & (cd - radius[ci] <= lim[:, None])
+        keep[:, 0] = False
+        pi, kj = np.nonzero(keep)
+        lo, hi = self._boxes
+        t = ci[pi, kj]
+        gap = np.maximum(np.maximum(lo[t] - points[pi], points[pi] - hi[t]), 0.0)
+        near = np.einsum("kd,kd->k", gap, gap) <= lim[pi] ** 2
+        pi, kj = pi[near], kj[near]
+        a, b, c = (self.vertices[self.triangles[tid[pi, kj], j]] for j in range(3))
+        bary = closest_point_on_triangles(points[pi], a, b, c)
         foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
-        dist = np.linalg.norm(points[pt] - foot, axis=-1)
-        if pt.size:
-            order = np.lexsort((tri_id, np.round(dist, 12), pt))   # ties (to 1e-12): the lowest triangle id
-            first = order[np.r_[True, pt[order][1:] != pt[order][:-1]]]
-            who = pt[first]
-            best[who], tri_out[who], bary_out[who], foot_out[who] = dist[first], tri_id[first], bary[first], foot[first]
-        # Settled: every centre that could hold a closer triangle was among the neighbours (the
-        # farthest neighbour is beyond best + R, or there were fewer centres within reach).
+        dist = np.full((P, k), np.inf)
+        dist[:, 0] = u
+        dist[pi, kj] = np.linalg.norm(points[pi] - foot, axis=-1)
+        rounded = np.round(dist, 12)
+        tied = rounded == rounded.min(axis=1, keepdims=True)
+        j = np.argmin(np.where(tied, tid, np.iinfo(np.int64).max), axis=1)
+        rows = np.arange(P)
+        best = dist[rows, j]
+        found = np.isfinite(best)
+        pair = np.zeros((P, k), np.int64)
+        pair[pi, kj] = np.arange(len(pi))
+        other = (j > 0)[:, None]
+        bary_out = np.where(other, bary[pair[rows, j]] if len(pi) else 0.0, bary0) * found[:, None]
+        foot_out = np.where(other, foot[pair[rows, j]] if len(pi) else 0.0, foot0) * found[:, None]
+        tri_out = np.where(found, tid[rows, j], -1)
+        # Settled: every centre that could hold a closer triangle was a candidate (the farthest
+        # is beyond best + R, or there were fewer centres within reach).
         reach = np.minimum(best, self.band) + R
         settled = ((cd[:, -1] > reach) | ~real[:, -1]) & (best <= self.band)
         # Beyond the band (or nothing found) is the box-tree search's call: it keeps a triangle
@@ -376,23 +392,14 @@ class Collider:
             todo = np.flatnonzero(near < self.band)
         if todo.size > self.FEW:
             # Many points: the k-d tree settles most of those near the surface in one compiled
-            # query; the box-tree rounds below take the rest, from their best distance so far.
-            # A point farther from every triangle centre than twice a triangle's size would not
-            # be settled by its few nearest centres (a shin 20 cm over a floor of 11 cm cells:
-            # all of 10,800 such points of a bake's contact check were not): its nearest centre,
-            # one compiled query, bounds its distance for the box tree instead.
-            centre_d = self._kd_centre_distance(points[todo])
-            high = centre_d > 2.0 * self._kd[1]
-            radius[todo[high]] = np.clip(centre_d[high] * (1.0 + 1e-9) + 1e-9 * self.band, start, self.band)
-            later, todo = todo[high], todo[~high]
+            # query; the box-tree rounds below take the rest, from their best distance so far
+            # (a hair wider: a box exactly that far, a triangle tied with the best, must not be
+            # lost to rounding), or the band.
             d2, t2, b2, f2, unsure = self._kd_nearest(points[todo])
             sure = todo[~unsure]
             dist[sure], tri_out[sure], bary_out[sure], foot[sure] = d2[~unsure], t2[~unsure], b2[~unsure], f2[~unsure]
             todo = todo[unsure]
-            # The others search from their best distance so far (a hair wider: a box exactly that
-            # far, a triangle tied with the best, must not be lost to rounding), or the band.
             radius[todo] = np.clip(d2[unsure] * (1.0 + 1e-9) + 1e-9 * self.band, start, self.band)
-            todo = np.sort(np.concatenate([todo, later]))
         if far is not None and 0 < todo.size <= self.BALL_POINTS:
             # A few points with bounds (a solver step's collisions: five joints, a few centimetres
             # each): one ball query of the triangle centres instead of a box-tree round, a dozen

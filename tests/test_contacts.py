@@ -588,3 +588,27 @@ def test_bones_tested_on_some_frames_read_as_when_all_are_tested(stones, animate
     np.testing.assert_array_equal(some_sd[measured], full_sd[measured])
     direct = np.array([get(int(f)).closest(motion[f])[0] for f in frames])
     np.testing.assert_array_equal(full_sd, direct)
+
+
+def test_bones_through_a_thin_slab_are_found_as_by_tracing_every_bone(stones):
+    # A 3 cm slab moved across a standing shin: the bone-through-surface test traces only
+    # bones whose joints are near enough the surface for the bone to reach it, and finds what
+    # tracing every bone with both joints outside finds.
+    from blender_reldesc.core.contacts.repositioning import _bones_inside, _colliders
+    skel, motion, mesh, _, _ = stones
+    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.03))
+    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
+    knee, ankle = motion[ph.middle, ph.limb.chain[-2]], motion[ph.middle, ph.effector]
+    scene = move_box(0.5 * (knee + ankle))
+    get = _colliders(scene, 0.2 * binding.body_height)
+    frames = np.arange(len(motion))
+    margin = 0.02 * binding.body_height
+    inside, at = _bones_inside(skel, motion, scene, frames, get, margin)
+    child = np.flatnonzero(skel.parents >= 0)
+    parent = skel.parents[child]
+    B = len(child)
+    outside = (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
+    traced = get(0).crossing(motion[:, parent].reshape(-1, 3), motion[:, child].reshape(-1, 3)).reshape(-1, B)
+    want = (traced & outside) | (at[:, parent] < -margin) | (at[:, child] < -margin)
+    assert (traced & outside).any()                                  # the shin goes through it
+    np.testing.assert_array_equal(inside[:, -B:], want)

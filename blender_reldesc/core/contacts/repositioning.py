@@ -674,26 +674,34 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     used = (need.astype(np.int64) @ ends) > 0                                  # (n,J)
     pick = np.broadcast_to(need[:, None, :], (n, S, B))
     sd, at = np.full((n, S, B), np.inf), np.full((n, J), np.inf)
-    cross = np.zeros((n, B), bool)
-    fi, bi = np.nonzero(need)
     if mesh.animated:
         for i, f in enumerate(frames.tolist()):
             col = get(int(f))
             sd[i][pick[i]] = col.closest(pts[i][pick[i]])[0]
             at[i, used[i]] = col.closest(P[i, used[i]])[0]
-            mine = need[i]
-            cross[i, mine] = col.crossing(P[i, parent[mine]], P[i, child[mine]])
     else:
-        col = get(0)
         # Samples and joints in one search.
-        found = col.closest(np.concatenate([pts[pick], P[used]]))[0]
+        found = get(0).closest(np.concatenate([pts[pick], P[used]]))[0]
         k = int(pick.sum())
         sd[pick], at[used] = found[:k], found[k:]
-        cross[fi, bi] = col.crossing(P[fi, parent[bi]], P[fi, child[bi]])
     # Through, not dipping: both of the bone's joints outside (a toe tip a few mm into a raised
     # stone is the samples' business, with their margin); or a joint itself deeper than the
     # margin (a head inside a slab, its bones' samples each within 3 cm of a face).
-    cross &= (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
+    # A bone whose joints lie d_a and d_b from the surface with d_a + d_b beyond its length
+    # cannot reach it (distance changes no faster than the bone is long), so only the others
+    # are traced: a thigh 20 cm over a floor, a bone out of the band, are not.
+    band = get(int(frames[0])).band
+    lower = np.minimum(np.abs(at), band)
+    length = np.linalg.norm(P[:, child] - P[:, parent], axis=-1)
+    fi, bi = np.nonzero(need & (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
+                        & (lower[:, parent] + lower[:, child] <= length * (1.0 + 1e-9)))
+    cross = np.zeros((n, B), bool)
+    if mesh.animated:
+        for f in np.unique(fi).tolist():
+            rows = np.flatnonzero(fi == f)
+            cross[f, bi[rows]] = get(int(frames[f])).crossing(P[f, parent[bi[rows]]], P[f, child[bi[rows]]])
+    elif fi.size:
+        cross[fi, bi] = get(0).crossing(P[fi, parent[bi]], P[fi, child[bi]])
     cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
     cross &= need
     return np.concatenate([(sd < -margin).reshape(n, S * B), cross], axis=1), np.where(used, at, np.nan)

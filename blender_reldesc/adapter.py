@@ -663,6 +663,16 @@ def _curve_keys(curve):
             "easing": np.zeros(K, np.int32)}
 
 
+def _keys_outside(fc, start, end):
+    """Whether ``fc`` has keys before ``start`` or after ``end`` (one read of the key frames: a
+    bake over the whole clip reads nothing more of the 600-key curves it replaces)."""
+    kp = fc.keyframe_points
+    co = np.empty(2 * len(kp), np.float32)
+    kp.foreach_get("co", co)
+    f = co[0::2]
+    return bool(np.any((f < start - 1e-4) | (f > end + 1e-4)))
+
+
 def _merge_outside(old, new, start, end):
     """``new`` keys, with the keys of ``old`` before ``start`` and after ``end`` kept around them."""
     f = old["co"][:, 0]
@@ -708,7 +718,8 @@ def write_curves(action, slot, curves, frame_range):
         keys = _curve_keys(curve)
         fc = bag.fcurves.find(curve.path, index=curve.index)
         if fc is not None:
-            keys = _merge_outside(_keys_of(fc), keys, start, end)
+            if _keys_outside(fc, start, end):
+                keys = _merge_outside(_keys_of(fc), keys, start, end)
             bag.fcurves.remove(fc)
         _fill(_new_fcurve(bag, curve.path, curve.index, curve.group), keys)
 

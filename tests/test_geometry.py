@@ -386,3 +386,30 @@ def test_segments_through_a_thin_slab_are_found_and_dips_are_not():
     above = col.crossing(np.c_[xy, np.full(200, 0.9)], np.c_[xy, np.full(200, 0.55)])
     outside = col.crossing(np.c_[xy + 3.0, np.full(200, 0.7)], np.c_[xy + 3.0, np.full(200, 0.3)])
     assert through.all() and not above.any() and not outside.any()
+
+
+def test_a_static_mesh_keeps_its_colliders_and_other_bands_share_their_trees():
+    # Collider.of: the same band gives the same collider; another band shares the box tree and
+    # the k-d tree and answers exactly as a collider built for it; an animated mesh's frames
+    # are built afresh.
+    rng = np.random.default_rng(2)
+    mesh = TriMesh(*S.grid(2.0, 2.0, 12, 12, origin=(-1.0, -1.0), height=lambda x, y: 0.1 * np.sin(3 * x) * y))
+    a = Collider.of(mesh, 0.3)
+    assert Collider.of(mesh, 0.3) is a
+    pts = np.column_stack([rng.uniform(-1.2, 1.2, 500), rng.uniform(-1.2, 1.2, 500), rng.uniform(-0.4, 0.4, 500)])
+    a.closest(pts)                                             # builds the k-d tree
+    b = Collider.of(mesh, 0.12)
+    assert b is not a and b.tree is a.tree and b._kd_tree()[0] is a._kd_tree()[0]
+    fresh = Collider(mesh.frame(0), mesh.normals(0), mesh.triangles, mesh.valid, 0.12)
+    for x, y in zip(b.closest(pts), fresh.closest(pts)):
+        np.testing.assert_array_equal(x, y)
+    far = np.full(20, 0.3)
+    for x, y in zip(a.closest(pts[:20], far=far), Collider.of(mesh, 0.3).closest(pts[:20], far=far)):
+        np.testing.assert_array_equal(x, y)
+    for band in np.linspace(0.01, 0.2, 3 * Collider.KEPT_BANDS):
+        Collider.of(mesh, band)
+    assert len(mesh._colliders) <= Collider.KEPT_BANDS and Collider.of(mesh, 0.3) is a
+    moving = TriMesh(np.stack([mesh.vertices, mesh.vertices + [0.0, 0.0, 0.1]]), mesh.triangles)
+    assert Collider.of(moving, 0.3, 1) is not Collider.of(moving, 0.3, 1)
+    np.testing.assert_allclose(Collider.of(moving, 0.3, 1).closest(pts)[0],
+                               fresh.with_band(0.3).closest(pts - [0.0, 0.0, 0.1])[0])

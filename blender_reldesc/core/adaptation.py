@@ -496,14 +496,13 @@ class Collisions:
         self._target = self._sd = None
 
     def collider(self, f):
-        key = f if self.mesh.animated else 0
-        c = self._collider.get(key)
+        if not self.mesh.animated:
+            return Collider.of(self.mesh, self.band)
+        c = self._collider.get(f)
         if c is None:
-            if self.mesh.animated and len(self._collider) >= C.SEGMENT_BATCH + 2:
+            if len(self._collider) >= C.SEGMENT_BATCH + 2:
                 self._collider.clear()
-            c = Collider(self.mesh.frame(f), self.mesh.normals(f), self.mesh.triangles, self.mesh.valid,
-                         self.band)
-            self._collider[key] = c
+            c = self._collider[f] = Collider.of(self.mesh, self.band, f)
         return c
 
     def set_targets(self, frames, targets):

@@ -197,15 +197,18 @@ def _limb_samples(chain, ts=(0.25, 0.5, 0.75)):
 
 
 def _colliders(mesh, band):
+    """get(f): the collider of ``mesh`` at frame f within ``band`` (a static mesh's is kept with
+    the mesh, ``Collider.of``; an animated one's few latest here)."""
     cache = {}
 
     def get(f):
-        key = f if mesh.animated else 0
-        if key not in cache:
-            if mesh.animated and len(cache) > 2:
+        if not mesh.animated:
+            return Collider.of(mesh, band)
+        if f not in cache:
+            if len(cache) > 2:
                 cache.clear()
-            cache[key] = Collider(mesh.frame(f), mesh.normals(f), mesh.triangles, mesh.valid, band)
-        return cache[key]
+            cache[f] = Collider.of(mesh, band, f)
+        return cache[f]
     return get
 
 

@@ -519,6 +519,8 @@ class Collisions:
             if old[0] is not None:
                 self._target[:len(old[0])], self._sd[:len(old[1])] = old
         self._target[frames], self._sd[frames] = targets, sd
+        # A joint closer to its target than this cannot have crossed a surface (see __call__).
+        self._clearance = np.where(self._sd > 0, np.minimum(self._sd, self.band), 0.0) - self.tol
 
     def __call__(self, p, fs):
         """Push the joints of poses ``p`` (S,J,3) at frames ``fs`` (S,) out of the surfaces (or
@@ -527,9 +529,9 @@ class Collisions:
             return self(p[None], np.atleast_1d(fs))[0]
         fs = np.asarray(fs)
         target_sd = self._sd[fs]
-        moved = np.linalg.norm(p - self._target[fs], axis=-1)
-        clearance = np.where(target_sd > 0, np.minimum(target_sd, self.band), 0.0)
-        near = moved >= clearance - self.tol
+        off = p - self._target[fs]
+        moved = np.sqrt(np.einsum("sjd,sjd->sj", off, off))
+        near = moved >= self._clearance[fs]
         if self.joints is not None:
             near &= self.joints
         si, ji = np.nonzero(near)

@@ -150,13 +150,14 @@ def closest_point_on_triangles(p, a, b, c):
     """Barycentric coordinates (P,3) of the closest point to p on each triangle.
 
     Ericson, *Real-Time Collision Detection*, §5.1.5, vectorised: every Voronoi
-    region is evaluated and the first matching one (in Ericson's order) wins.
+    region is evaluated and the last matching one in reverse order (the first in
+    Ericson's) wins; a region's coordinates are computed for its points only.
     """
     ab, ac = b - a, c - a
-    ap, bp, cp = p - a, p - b, p - c
-    d1, d2 = dot(ab, ap), dot(ac, ap)
-    d3, d4 = dot(ab, bp), dot(ac, bp)
-    d5, d6 = dot(ab, cp), dot(ac, cp)
+    q = p[..., None, :] - np.stack([a, b, c], axis=-2)                     # ap, bp, cp
+    d_ab, d_ac = np.einsum("...qi,...i->...q", q, ab), np.einsum("...qi,...i->...q", q, ac)
+    d1, d3, d5 = d_ab[..., 0], d_ab[..., 1], d_ab[..., 2]
+    d2, d4, d6 = d_ac[..., 0], d_ac[..., 1], d_ac[..., 2]
     va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
     with np.errstate(divide="ignore", invalid="ignore"):
         s = va + vb + vc
@@ -174,23 +175,20 @@ def closest_point_on_triangles(p, a, b, c):
         for mask, region in cases:
             if not mask.any():
                 continue
-            if region == "a":
-                val = np.array([1.0, 0.0, 0.0])
-            elif region == "b":
-                val = np.array([0.0, 1.0, 0.0])
-            elif region == "c":
-                val = np.array([0.0, 0.0, 1.0])
-            elif region == "ab":
-                t = np.clip(d1 / np.where(d1 - d3 != 0, d1 - d3, 1.0), 0, 1)
-                val = np.stack([1 - t, t, np.zeros_like(t)], axis=-1)
+            if len(region) == 1:                                            # a corner
+                bary[mask] = np.eye(3)["abc".index(region)]
+                continue
+            if region == "ab":
+                num, den, i, j = d1, d1 - d3, 0, 1
             elif region == "ac":
-                t = np.clip(d2 / np.where(d2 - d6 != 0, d2 - d6, 1.0), 0, 1)
-                val = np.stack([1 - t, np.zeros_like(t), t], axis=-1)
+                num, den, i, j = d2, d2 - d6, 0, 2
             else:
-                den = (d4 - d3) + (d5 - d6)
-                t = np.clip((d4 - d3) / np.where(den != 0, den, 1.0), 0, 1)
-                val = np.stack([np.zeros_like(t), 1 - t, t], axis=-1)
-            bary = np.where(mask[:, None], val, bary)
+                num, den, i, j = d4 - d3, (d4 - d3) + (d5 - d6), 1, 2
+            num, den = num[mask], den[mask]
+            t = np.clip(num / np.where(den != 0, den, 1.0), 0, 1)
+            row = np.zeros(t.shape + (3,))
+            row[..., i], row[..., j] = 1 - t, t
+            bary[mask] = row
     return bary
 
 

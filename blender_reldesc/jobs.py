@@ -686,27 +686,32 @@ class BakeJob:
             m[..., :3, 3] = t
             return bound.forward(m, idx)
 
-        sk = bound.binding.skeleton
-        below = _descendants(sk)
-        reference = joints_of([ch.values for *_, ch in groups])
-        carries = np.zeros((len(groups), len(sk)), bool)
-        reach = np.zeros(len(groups))
-        for g, (b, kind, _, _) in enumerate(groups):
-            head = bound.head_joint[b]
-            carries[g] = below[head]
-            carries[g, head] = kind == "location"              # rotation and scale move what hangs below
-            if carries[g].any():
-                reach[g] = np.linalg.norm(reference[:, carries[g]] - reference[:, head:head + 1], axis=-1).max()
         candidates = (np.arange(len(idx)) % opt.step == 0)
         candidates[-1] = True
         channels = [ch for *_, ch in groups]
-        if opt.clean is not None:
-            keys, deviation = reduce_keys(channels, joints_of, carries, reach, opt.clean, candidates,
-                                          opt.interpolation)
-        else:
+        if opt.clean is None:
             keys = [np.flatnonzero(candidates)] * len(groups)
             played = [play(ch, k, opt.interpolation) for ch, k in zip(channels, keys)]
-            deviation = np.linalg.norm(joints_of(played) - reference, axis=-1) if groups else np.zeros((1, 1))
+            if all(np.array_equal(p, ch.values) for p, ch in zip(played, channels)):
+                deviation = np.zeros((1, 1))                # every frame keyed: the keys play the values
+            else:
+                reference = joints_of([ch.values for ch in channels])
+                deviation = np.linalg.norm(joints_of(played) - reference, axis=-1)
+        else:
+            sk = bound.binding.skeleton
+            below = _descendants(sk)
+            reference = joints_of([ch.values for ch in channels])
+            carries = np.zeros((len(groups), len(sk)), bool)
+            reach = np.zeros(len(groups))
+            for g, (b, kind, _, _) in enumerate(groups):
+                head = bound.head_joint[b]
+                carries[g] = below[head]
+                carries[g, head] = kind == "location"          # rotation and scale move what hangs below
+                if carries[g].any():
+                    reach[g] = np.linalg.norm(reference[:, carries[g]] - reference[:, head:head + 1],
+                                              axis=-1).max()
+            keys, deviation = reduce_keys(channels, joints_of, carries, reach, opt.clean, candidates,
+                                          opt.interpolation)
         curves = []
         for (b, kind, path, ch), k in zip(groups, keys):
             left = right = [None] * ch.values.shape[1]

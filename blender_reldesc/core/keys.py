@@ -67,7 +67,7 @@ def evaluate(key_frames, key_values, key_slopes, frames, interpolation="LINEAR")
     s = ((f - t0) / (t1 - t0))[:, None]
     v0, v1 = key_values[i], key_values[i + 1]
     if interpolation == "LINEAR":
-        return v0 + s * (v1 - v0)
+        return np.where(s == 1.0, v1, v0 + s * (v1 - v0))       # a key plays its own value, exactly
     if interpolation != "BEZIER":
         raise ValueError(f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}")
     m0, m1 = key_slopes[i], key_slopes[i + 1]

@@ -690,21 +690,28 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     # Through, not dipping: both of the bone's joints outside (a toe tip a few mm into a raised
     # stone is the samples' business, with their margin); or a joint itself deeper than the
     # margin (a head inside a slab, its bones' samples each within 3 cm of a face).
-    # A bone whose joints lie d_a and d_b from the surface with d_a + d_b beyond its length
-    # cannot reach it (distance changes no faster than the bone is long), so only the others
-    # are traced: a thigh 20 cm over a floor, a bone out of the band, are not.
+    # A point of the surface is at least d_a from a joint d_a away from it, so a bone whose
+    # joints lie d_a and d_b from the surface can only cross it between d_a from one end and
+    # d_b from the other: none when d_a + d_b exceeds its length (a thigh 20 cm over a floor, a
+    # bone out of the band), and only that part of it is traced (a hair longer, for rounding).
     band = get(int(frames[0])).band
     lower = np.minimum(np.abs(at), band)
     length = np.linalg.norm(P[:, child] - P[:, parent], axis=-1)
     fi, bi = np.nonzero(need & (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
                         & (lower[:, parent] + lower[:, child] <= length * (1.0 + 1e-9)))
     cross = np.zeros((n, B), bool)
-    if mesh.animated:
-        for f in np.unique(fi).tolist():
-            rows = np.flatnonzero(fi == f)
-            cross[f, bi[rows]] = get(int(frames[f])).crossing(P[f, parent[bi[rows]]], P[f, child[bi[rows]]])
-    elif fi.size:
-        cross[fi, bi] = get(0).crossing(P[fi, parent[bi]], P[fi, child[bi]])
+    if fi.size:
+        a, b = P[fi, parent[bi]], P[fi, child[bi]]
+        span = np.maximum(length[fi, bi], 1e-300)[:, None]
+        from_a = np.clip(lower[fi, parent[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
+        from_b = np.clip(lower[fi, child[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
+        a, b = a + from_a * (b - a), b - from_b * (b - a)
+        if mesh.animated:
+            for f in np.unique(fi).tolist():
+                rows = np.flatnonzero(fi == f)
+                cross[f, bi[rows]] = get(int(frames[f])).crossing(a[rows], b[rows])
+        else:
+            cross[fi, bi] = get(0).crossing(a, b)
     cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
     cross &= need
     return np.concatenate([(sd < -margin).reshape(n, S * B), cross], axis=1), np.where(used, at, np.nan)

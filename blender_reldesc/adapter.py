@@ -716,11 +716,16 @@ def write_curves(action, slot, curves, frame_range):
     start, end = frame_range
     for curve in curves:
         keys = _curve_keys(curve)
+        merged = False
         fc = bag.fcurves.find(curve.path, index=curve.index)
         if fc is not None:
             if _keys_outside(fc, start, end):
-                keys = _merge_outside(_keys_of(fc), keys, start, end)
+                keys, merged = _merge_outside(_keys_of(fc), keys, start, end), True
             bag.fcurves.remove(fc)
+        if not merged and curve.left is None:
+            # Auto-clamped handles are computed by the curve's update and new keys ease 'AUTO':
+            # writing either changes nothing (measured) and cost three of seven writes a curve.
+            keys = {k: v for k, v in keys.items() if k not in ("handle_left", "handle_right", "easing")}
         _fill(_new_fcurve(bag, curve.path, curve.index, curve.group), keys)
 
 

@@ -133,3 +133,28 @@ def test_an_edited_bake_keeps_the_channels_it_does_not_own(rich):
     head = bag.fcurves.find(_bone_path("Head", "rotation_euler"), index=1)
     turn = [head.evaluate(float(f)) for f in range(1, 41)]
     assert np.abs(np.diff(turn)).max() < 1.0 and turn[-1] == pytest.approx(4 * np.pi, abs=0.5)
+
+
+@pytest.mark.parametrize("handles", ["AUTO_CLAMPED", "VECTOR", "ALIGNED"])
+def test_a_linear_curve_written_without_handles_is_the_curve_written_with_them(handles):
+    # Writing a baked linear curve skips its handles and easing (the curve's update computes
+    # auto-clamped handles, new keys ease AUTO): every key attribute reads as when all are
+    # written, whatever the preferred handle type for new keys.
+    prefs = bpy.context.preferences.edit
+    before = prefs.keyframe_new_handle_type
+    prefs.keyframe_new_handle_type = handles
+    try:
+        ob = bpy.data.objects.new("HandleProbe", None)
+        action = bpy.data.actions.new("HandleProbe")
+        slot, bag = adapter._channelbag(action, ob)
+        values = np.cumsum(np.random.default_rng(3).normal(size=40))
+        curve = adapter.Curve("location", 0, "Probe", np.arange(1.0, 41.0), values, "LINEAR")
+        adapter.write_curves(action, slot, [curve], (1, 40))
+        lean = adapter._keys_of(bag.fcurves.find("location", index=0))
+        full = bag.fcurves.new("location", index=1)
+        adapter._fill(full, adapter._curve_keys(curve))
+        whole = adapter._keys_of(full)
+        for k in whole:
+            np.testing.assert_array_equal(lean[k], whole[k], err_msg=k)
+    finally:
+        prefs.keyframe_new_handle_type = before

@@ -380,11 +380,17 @@ def _body_frames(binding):
     return binding._joint_models[key]
 
 
+def _workspace_key(binding, limb, lengths):
+    """``_workspace``'s key and the limb's bone lengths (the median over the frames judged)."""
+    L = np.median(np.atleast_2d(lengths)[:, limb.chain[1:]], axis=0)
+    return ("workspace", tuple(limb.chain.tolist()),
+            tuple(np.round(L / (0.005 * binding.body_height)).astype(int).tolist())), L
+
+
 def _workspace(binding, limb, lengths):
     """The limb's ``workspace.Workspace`` for bone ``lengths`` ((n,J) over the frames judged:
     their median), built once per limb and length."""
-    L = np.median(np.atleast_2d(lengths)[:, limb.chain[1:]], axis=0)
-    key = ("workspace", tuple(limb.chain.tolist()), tuple(np.round(L / (0.005 * binding.body_height)).astype(int).tolist()))
+    key, L = _workspace_key(binding, limb, lengths)
     if key not in binding._joint_models:
         full = np.median(binding.skeleton.bone_lengths(binding.motion), axis=0)
         full[limb.chain[1:]] = L
@@ -396,9 +402,42 @@ def _workspace(binding, limb, lengths):
 def reach_excess(binding, limb, poses, roots, points, lengths):
     """How far (body-frame plane distance, <= 0 inside) ``points`` (..., n, 3) lie outside the
     limb's workspace placed at ``roots`` (n,3) and turned with the body of ``poses`` (n,J,3)."""
-    ws = _workspace(binding, limb, lengths)
+    return _excess(binding, _workspace(binding, limb, lengths), poses, roots, points)
+
+
+def _excess(binding, ws, poses, roots, points):
     rot = _body_frames(binding).rotations(poses, upper=ws.upper)
     return ws.excess(to_body(rot, roots, points))
+
+
+def _phase_reach(binding, positions, mesh, phases, lengths):
+    """{phase index: (n,) ``reach_excess`` of its contact point over its frames} for ``phases``
+    {index: phase} with a limb: the phases of one limb and workspace in one batch (a walk's
+    forty-nine phases took forty-nine rounds of body frames and hull tests)."""
+    groups = {}
+    for i, ph in phases.items():
+        if ph.limb is not None:
+            key, _ = _workspace_key(binding, ph.limb, lengths[ph.start:ph.end + 1])
+            groups.setdefault(key, []).append(i)
+    out = {}
+    for members in groups.values():
+        first = phases[members[0]]
+        ws = _workspace(binding, first.limb, lengths[first.start:first.end + 1])
+        frames, goals = [], []
+        for i in members:
+            ph = phases[i]
+            fr = np.arange(ph.start, ph.end + 1)
+            if mesh.animated:
+                p, n = (np.stack(x) for x in zip(*(contact_point(mesh, ph, int(f)) for f in fr)))
+            else:
+                p, n = contact_point(mesh, ph, 0)
+            frames.append(fr)
+            goals.append(np.broadcast_to(p + n * ph.clearance, (len(fr), 3)))
+        fr = np.concatenate(frames)
+        ex = _excess(binding, ws, positions[fr], positions[fr, first.limb.root], np.concatenate(goals))
+        for i, part in zip(members, np.split(ex, np.cumsum([len(f) for f in frames])[:-1])):
+            out[i] = part
+    return out
 
 
 def _hull_distance(points2d, q):
@@ -481,8 +520,9 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     judged = list(range(len(phases))) if judge is None else [int(k) for k in judge]
     new_hit, worse, joint_sd = _frame_checks(binding, positions, mesh, phases, get, margin, up,
                                              [phases[k] for k in judged])
+    reach = _phase_reach(binding, positions, mesh, {k: phases[k] for k in judged}, lengths)
     out = []
-    for ph in (phases[i] for i in judged):
+    for k, ph in ((i, phases[i]) for i in judged):
         limb = ph.limb
         frames = np.arange(ph.start, ph.end + 1)
         sd = joint_sd[frames, ph.effector]
@@ -496,15 +536,9 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
         if np.mean(off_surface) > 0.5:
             out.append((False, "unsupported"))
             continue
-        if mesh.animated:
-            p, n = (np.stack(x) for x in zip(*(contact_point(mesh, ph, int(f)) for f in frames)))
-        else:
-            p, n = contact_point(mesh, ph, 0)
         # Outside the limb's workspace (the hull of its configurations within joint limits,
         # carried with the body) by more than the contact tolerance on any frame.
-        goal = np.broadcast_to(p + n * ph.clearance, (len(frames), 3))
-        if limb is not None and np.any(reach_excess(binding, limb, positions[frames], positions[frames, limb.root],
-                                                    goal, lengths[frames]) > eps0):
+        if limb is not None and np.any(reach[k] > eps0):
             out.append((False, "unreachable"))
             continue
         # Collision: a bone of the contact's limb or of the trunk (three points along each)

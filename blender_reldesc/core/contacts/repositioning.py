@@ -663,15 +663,19 @@ def _judged_bones(binding, phase):
     own limb (the chain and what hangs below the effector) and the trunk. Another limb's bones
     are its own contacts' business: a swinging foot clipping a stone does not make the other
     foot's contact invalid."""
-    sk = binding.skeleton
-    limbs = _limb_joints(binding)
-    if phase.limb is None:                            # a seat: the trunk only
-        mine = set()
-    else:
-        mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
-    child = np.flatnonzero(sk.parents >= 0)
-    floor = floor_bones(binding)
-    return np.flatnonzero([((c in mine) or (c not in limbs)) and c not in floor for c in child.tolist()])
+    key = ("judged_bones", None if phase.limb is None else tuple(phase.limb.chain.tolist()), int(phase.effector))
+    if key not in binding._joint_models:                 # once per limb (a walk: 49 phases, 2 limbs)
+        sk = binding.skeleton
+        limbs = _limb_joints(binding)
+        if phase.limb is None:                            # a seat: the trunk only
+            mine = set()
+        else:
+            mine = set(phase.limb.chain.tolist()) | set(_subtree(sk, phase.effector).tolist())
+        child = np.flatnonzero(sk.parents >= 0)
+        floor = floor_bones(binding)
+        binding._joint_models[key] = np.flatnonzero([((c in mine) or (c not in limbs)) and c not in floor
+                                                     for c in child.tolist()])
+    return binding._joint_models[key]
 
 
 def floor_bones(binding):

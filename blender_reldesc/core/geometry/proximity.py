@@ -392,10 +392,10 @@ class Collider:
         return best, tri_out, bary_out, foot_out
 
     def _closest_few(self, points, near, far):
-        """``closest`` of a few points with distance bounds (a solver step's collisions) in one
-        ball query and no more: the same answer as the general search, with a fifth of its
-        numpy calls. None when some point needs the general search (known to be a band away,
-        or with no triangle within its bound)."""
+        """``closest`` of a few points with distance bounds (a solver step's collisions): one
+        ball query (``_ball_nearest``) and no more of the general search's set-up, the same
+        answer. None when some point needs the general search (known to be a band away, or
+        with no triangle within its bound)."""
         band = self.band
         radius = np.clip(np.asarray(far, dtype=float), band / self.SEARCH_SHRINK, band)
         if near is not None:
@@ -403,23 +403,11 @@ class Collider:
             if np.any(near >= band):
                 return None
             radius = np.maximum(radius, near)
-        tree, R = self._kd_tree()
-        found = tree.query_ball_point(points, radius * (1.0 + 1e-9) + R + 1e-9 * band)
-        counts = np.fromiter(map(len, found), np.int64, len(points))
-        pt = np.repeat(np.arange(len(points)), counts)
-        tri_id = self.tri_ids[np.fromiter(itertools.chain.from_iterable(found), np.int64, len(pt))]
-        a, b, c = (self.vertices[self.triangles[tri_id, k]] for k in range(3))
-        bary = closest_point_on_triangles(points[pt], a, b, c)
-        foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
-        dist = np.linalg.norm(points[pt] - foot, axis=-1)
-        order = np.lexsort((tri_id, np.round(dist, 12), pt))   # ties (to 1e-12): the lowest triangle id
-        first = order[np.r_[True, pt[order][1:] != pt[order][:-1]]] if len(pt) else order
-        if len(first) != len(points) or np.any(dist[first] > radius):
+        dist, tri, bary, foot = self._ball_nearest(points, radius)
+        if not np.all(dist <= radius):
             return None
-        tri, bary, foot = tri_id[first], bary[first], foot[first]
         n = normalize(np.einsum("kc,kcd->kd", bary, self.normals[self.triangles[tri]]))
-        sd = np.where(dot(points - foot, n) < 0, -1.0, 1.0) * dist[first]
-        return sd, n, tri, bary
+        return np.where(dot(points - foot, n) < 0, -1.0, 1.0) * dist, n, tri, bary
 
     def closest(self, points, near=None, far=None):
         """``sd (P,), normal (P,3), triangle (P,), bary (P,3)`` of the closest surface point.

@@ -263,15 +263,21 @@ def _with_a_far_box(stones, size):
     return binding, detect_contacts(binding), move_box
 
 
+def _box_in_a_shin(stones, size):
+    """The stones scene with a box of ``size`` (far away when bound) moved into the shin of a
+    standing left leg: ``(binding, phases, that phase, the edited scene)``."""
+    _, motion, _, _, _ = stones
+    binding, phases, move_box = _with_a_far_box(stones, size)
+    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
+    knee, ankle = motion[ph.middle, ph.limb.chain[-2]], motion[ph.middle, ph.effector]
+    return binding, phases, ph, move_box(0.5 * (knee + ankle))
+
+
 def test_a_contact_held_in_place_that_still_collides_is_not_reported_valid(stones):
     # A box (far away when bound) moved into the shin of a standing leg: its surface did not
     # move, so re-positioning holds the contact where it was, but the leg still goes through
     # the box; it is reported as it is, unresolved (collision), with or without re-positioning.
-    skel, motion, mesh, stone_list, _ = stones
-    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.12))
-    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
-    knee, ankle = motion[ph.middle, ph.limb.chain[-2]], motion[ph.middle, ph.effector]
-    deformed = move_box(0.5 * (knee + ankle))
+    binding, phases, ph, deformed = _box_in_a_shin(stones, (0.5, 0.5, 0.12))
     for reposition in (False, True):
         _, outcomes = adapt_with_contacts(binding, deformed, reposition=reposition, phases=phases)
         got = next(o for o in outcomes if o.phase is ph)
@@ -565,10 +571,8 @@ def test_bones_tested_on_some_frames_read_as_when_all_are_tested(stones, animate
     # bones (samples, crossing and joint depths) read exactly as in the test of every bone,
     # the others False, and the joints' signed distances are those of a direct search.
     from blender_reldesc.core.contacts.repositioning import _bones_inside, _colliders
-    skel, motion, mesh, _, _ = stones
-    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.12))
-    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
-    scene = move_box(0.5 * (motion[ph.middle, ph.limb.chain[-2]] + motion[ph.middle, ph.effector]))
+    skel, motion = stones[0], stones[1]
+    binding, phases, ph, scene = _box_in_a_shin(stones, (0.5, 0.5, 0.12))
     if animated:
         scene = scene.with_vertices(np.repeat(scene.vertices[None], len(motion), axis=0))
     get = _colliders(scene, 0.2 * binding.body_height)
@@ -595,11 +599,8 @@ def test_bones_through_a_thin_slab_are_found_as_by_tracing_every_bone(stones):
     # bones whose joints are near enough the surface for the bone to reach it, and finds what
     # tracing every bone with both joints outside finds.
     from blender_reldesc.core.contacts.repositioning import _bones_inside, _colliders
-    skel, motion, mesh, _, _ = stones
-    binding, phases, move_box = _with_a_far_box(stones, (0.5, 0.5, 0.03))
-    ph = next(p for p in phases if p.name == "LeftFoot" and p.end - p.start >= 6)
-    knee, ankle = motion[ph.middle, ph.limb.chain[-2]], motion[ph.middle, ph.effector]
-    scene = move_box(0.5 * (knee + ankle))
+    skel, motion = stones[0], stones[1]
+    binding, phases, ph, scene = _box_in_a_shin(stones, (0.5, 0.5, 0.03))
     get = _colliders(scene, 0.2 * binding.body_height)
     frames = np.arange(len(motion))
     margin = 0.02 * binding.body_height

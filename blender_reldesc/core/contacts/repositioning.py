@@ -567,8 +567,8 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None
     where they were measured (NaN elsewhere).
 
     A bone is tested only on the frames where a judged phase whose collision test covers it
-    (``_judged_bones``) is active: a walk's swinging leg is not the standing foot's business,
-    so about half the leg samples near the floor need no search."""
+    (``_judged_bones``) is active: a walk's swinging leg is not the standing foot's business
+    (the 600-frame walk of the benchmark: 34,425 samples and joints searched, not 62,685)."""
     sk, F = binding.skeleton, len(positions)
     active = [[] for _ in range(F)]
     for q in phases:

@@ -915,9 +915,8 @@ def read_motion_fk(arm, action, frames, rig, tail_bones):
     Valid only when ``fk_blockers`` is empty (no constraints, drivers, NLA,
     animated object transform or special inheritance).
     """
+    from .core.keys import rotation_matrices
     from .core.skeleton.armature import pose_from_basis
-    from .core.skeleton.rotations import matrix_from_quat
-    from scipy.spatial.transform import Rotation
     F, B = len(frames), len(rig.names)
     index = {n: i for i, n in enumerate(rig.names)}
     frames = np.asarray(frames, dtype=float)
@@ -942,16 +941,13 @@ def read_motion_fk(arm, action, frames, rig, tail_bones):
             targets[prop][:, b, fc.array_index] = values
     basis = np.tile(np.eye(4), (F, B, 1, 1))
     for b, mode in enumerate(rig.rotation_modes):
+        # As the keys will be played back (``keys.rotation_matrices``, Blender's conventions).
         if mode == 'QUATERNION':
-            q = quat[:, b] / np.maximum(np.linalg.norm(quat[:, b], axis=-1, keepdims=True), 1e-12)
-            r = matrix_from_quat(q)
+            r = rotation_matrices("quaternion", quat[:, b])
         elif mode == 'AXIS_ANGLE':
-            r = Rotation.from_rotvec(axang[:, b, 1:] / np.maximum(
-                np.linalg.norm(axang[:, b, 1:], axis=-1, keepdims=True), 1e-12) * axang[:, b, :1]).as_matrix()
+            r = rotation_matrices("axis_angle", axang[:, b])
         else:
-            # Blender's Euler 'XYZ' applies X first: extrinsic rotations in that order.
-            ang = euler[:, b, ["XYZ".index(a) for a in mode]]
-            r = Rotation.from_euler(mode.lower(), ang).as_matrix()
+            r = rotation_matrices("euler", euler[:, b], mode)
         basis[:, b, :3, :3] = r * scale[:, b, None, :]
         basis[:, b, :3, 3] = loc[:, b]
     pose = pose_from_basis(rig.rest, rig.parents, basis, rig.order)

@@ -73,20 +73,18 @@ def affine_inverse(m):
     return out
 
 
-_inv = affine_inverse
-
 
 def basis_from_pose(rest, parents, pose):
     """``basis (F,B,4,4)`` such that the bones reach ``pose`` (see module docstring)."""
     parents = np.asarray(parents)
     basis = np.empty_like(pose)
     root = parents < 0
-    basis[:, root] = _inv(rest[root])[None] @ pose[:, root]
+    basis[:, root] = affine_inverse(rest[root])[None] @ pose[:, root]
     child = np.flatnonzero(~root)
     if child.size:
         p = parents[child]
-        local = _inv(rest[p]) @ rest[child]                              # rest relative to parent
-        basis[:, child] = _inv(local)[None] @ _inv(pose[:, p]) @ pose[:, child]
+        local = affine_inverse(rest[p]) @ rest[child]                              # rest relative to parent
+        basis[:, child] = affine_inverse(local)[None] @ affine_inverse(pose[:, p]) @ pose[:, child]
     return basis
 
 
@@ -98,7 +96,7 @@ def pose_from_basis(rest, parents, basis, order):
         if p < 0:
             pose[:, b] = rest[b] @ basis[:, b]
         else:
-            pose[:, b] = pose[:, p] @ (_inv(rest[p]) @ rest[b]) @ basis[:, b]
+            pose[:, b] = pose[:, p] @ (affine_inverse(rest[p]) @ rest[b]) @ basis[:, b]
     return pose
 
 

@@ -12,7 +12,7 @@ from blender_reldesc.core.keys import (Channels, bezier_handles, euler_compatibl
 def test_euler_compatible_keeps_a_spinning_bone_turning(order):
     F = 60
     turn = np.linspace(0, 4 * np.pi, F)                        # two full turns, 12 degrees per frame
-    rot = Rotation.from_euler("z", turn) * Rotation.from_euler("x", 0.3)
+    rot = Rotation.from_euler("z", turn[:, None]) * Rotation.from_euler("x", 0.3)     # (F,1): scipy 1.18 reads (F,) as one rotation
     raw = rot.as_euler(order.lower())
     xyz = np.empty_like(raw)
     for k, a in enumerate(order):

@@ -8,6 +8,7 @@ from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.geometry.rays import RayCaster, ray_triangle_distance
 from blender_reldesc.core.transfer import (Segmented, TransferError, align, label_parts, match_joints, match_parts,
                                            segment_distances, shared_segments, space_coverage)
+from blender_reldesc.core.transfer.features import spherical_harmonic
 
 from core_helpers import random_rotation
 
@@ -82,6 +83,23 @@ def test_segment_distances_are_the_closest_over_each_segment():
         foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
         np.testing.assert_allclose(got[:, k], np.linalg.norm(q - foot, axis=1).reshape(len(p), -1).min(1),
                                    atol=1e-9)
+
+
+def test_spherical_harmonics_are_the_textbook_ones_on_every_scipy():
+    # scipy 1.17 removed sph_harm (azimuth first); sph_harm_y (polar first) came in 1.15. Whichever
+    # this scipy has, the harmonics must be the closed forms, Condon-Shortley phase included.
+    rng = np.random.default_rng(0)
+    t, p = rng.uniform(0, np.pi, 50), rng.uniform(0, 2 * np.pi, 50)
+    c, s, e = np.cos(t), np.sin(t), np.exp(1j * p)
+    closed = {(0, 0): np.full_like(t, 0.5 / np.sqrt(np.pi)),
+              (1, 0): np.sqrt(3 / (4 * np.pi)) * c,
+              (1, 1): -np.sqrt(3 / (8 * np.pi)) * s * e,
+              (1, -1): np.sqrt(3 / (8 * np.pi)) * s / e,
+              (2, 0): np.sqrt(5 / (16 * np.pi)) * (3 * c ** 2 - 1),
+              (2, 1): -np.sqrt(15 / (8 * np.pi)) * s * c * e,
+              (2, 2): np.sqrt(15 / (32 * np.pi)) * s ** 2 * e ** 2}
+    for (l, m), want in closed.items():
+        np.testing.assert_allclose(spherical_harmonic(l, m, t, p), want, atol=1e-12, err_msg=f"Y_{l}^{m}")
 
 
 def test_the_space_coverage_feature_ignores_place_scale_and_turns():

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.spatial import cKDTree
-from scipy.special import sph_harm
+
+try:                                                  # scipy >= 1.15; sph_harm was removed in 1.17
+    from scipy.special import sph_harm_y
+except ImportError:                                   # scipy 1.11-1.14
+    from scipy.special import sph_harm as _sph_harm
+
+    def sph_harm_y(n, m, theta, phi):
+        return _sph_harm(m, n, phi, theta)
 
 from ..geometry import Collider
 from ..geometry.rays import RayCaster
@@ -62,6 +69,12 @@ def _grid(n):
 _BASES = {}
 
 
+def spherical_harmonic(l, m, polar, azimuth):
+    """Y_l^m at polar angle ``polar`` (from +z) and azimuth ``azimuth``: orthonormal on the
+    sphere, with the Condon-Shortley phase (as scipy's ``sph_harm_y`` on every scipy)."""
+    return sph_harm_y(l, m, polar, azimuth)
+
+
 def _basis(n, degree):
     """(n*n, K) conjugated spherical harmonics times quadrature weights, and the degree of
     each of the K columns."""
@@ -71,7 +84,7 @@ def _basis(n, degree):
         cols, deg = [], []
         for l in range(degree + 1):
             for m in range(-l, l + 1):
-                cols.append(np.conj(sph_harm(m, l, P, T)) * w)
+                cols.append(np.conj(spherical_harmonic(l, m, T, P)) * w)
                 deg.append(l)
         _BASES[key] = (np.stack(cols, axis=1), np.array(deg))
     return _BASES[key]

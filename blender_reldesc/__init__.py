@@ -4,6 +4,12 @@ The numerical core (``blender_reldesc.core``) is pure numpy/scipy and is
 importable without Blender; the Blender modules are imported in ``register``.
 """
 
+import sys
+
+if "bpy" in sys.modules:          # the bpy wheel imported first: let processes started from here import it
+    from .spawn import let_children_import_bpy
+    let_children_import_bpy()
+
 _modules = None
 
 
@@ -23,4 +29,10 @@ def unregister():
     global _modules
     for module in reversed(_modules or _blender_modules()):
         module.unregister()
-    _modules = None
+    import sys
+
+if "bpy" in sys.modules:          # the bpy wheel imported first: let processes started from here import it
+    from .spawn import let_children_import_bpy
+    let_children_import_bpy()
+
+_modules = None

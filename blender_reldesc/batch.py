@@ -28,6 +28,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -211,7 +212,7 @@ def up_to_date(job):
 
 # --- the worker side: one job in a process that imported bpy once ---------------------------
 
-_STATE = {"ready": False, "queue": None}
+_STATE = {"ready": False, "queue": None, "bpy_thread": None}
 
 
 def _init_worker(queue=None, quiet=True, threads=None):
@@ -230,10 +231,13 @@ def _init_worker(queue=None, quiet=True, threads=None):
     if quiet:                       # Blender's own prints (file saved, ...) would scramble the terminal
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
+    from .spawn import let_children_import_bpy
+    let_children_import_bpy()          # started from a Python that imported the bpy wheel
+    imported_here = "bpy" not in sys.modules
     import bpy  # noqa: F401
     from . import cli
     cli._ensure_registered()
-    _STATE.update(ready=True, queue=queue)
+    _STATE.update(ready=True, queue=queue, bpy_thread=threading.get_ident() if imported_here else None)
 
 
 def _ready():
@@ -271,17 +275,40 @@ def execute(name, argv):
             code = cli.run(list(argv))
         except SystemExit as e:                # never let a job end the worker
             code = e.code if isinstance(e.code, int) else 1
-    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    return _result(name, code, err.getvalue(), t0)
+
+
+def _result(name, code, stderr, t0):
+    lines = [line for line in stderr.splitlines() if line.strip()]
     errors = [line.split("error: ", 1)[-1] for line in lines if "error" in line] or lines
     return dict(name=name, status="ok" if code == 0 else "failed", seconds=time.perf_counter() - t0,
                 error=None if code == 0 else (errors[-1] if errors else f"exit code {code}"),
                 warnings=[line for line in lines if "warning" in line], pid=os.getpid())
 
 
+def _execute_in_process(name, argv):
+    """``execute`` in a fresh ``python -m blender_reldesc`` of its own (the job's prints are dropped)."""
+    import subprocess
+    t0 = time.perf_counter()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-m", "blender_reldesc", *argv], capture_output=True, text=True, env=env)
+    return _result(name, r.returncode, r.stderr, t0)
+
+
 def _execute_on_dask(name, argv):
-    """``execute`` in a Dask worker (its prints stay its own)."""
-    _init_worker(quiet=False)
-    return execute(name, argv)
+    """``execute`` in a Dask worker (its prints stay its own).
+
+    Blender must be driven from the thread that imported ``bpy`` (another thread crashes it on
+    the first file it opens). A task runs on one of the worker's threads; when ``bpy`` came in
+    on another (the script that started a ``LocalCluster`` imports bpy at its top, and a spawned
+    worker runs that script's top again in its main thread), or on another task thread, the job
+    runs in a process of its own instead."""
+    if "bpy" not in sys.modules:
+        _init_worker(quiet=False)
+    if _STATE["ready"] and _STATE["bpy_thread"] == threading.get_ident():
+        return execute(name, argv)
+    return _execute_in_process(name, argv)
 
 
 # --- the parent side ---------------------------------------------------------------------------
@@ -346,6 +373,8 @@ class _LocalPool:
     def __init__(self, workers):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from .spawn import let_children_import_bpy
+        let_children_import_bpy()          # this process may have imported the bpy wheel
         ctx = multiprocessing.get_context("spawn")
         self.manager = ctx.Manager()
         self.queue = self.manager.Queue()

@@ -165,31 +165,40 @@ def test_bad_manifest_exits_2_naming_the_line(tmp_path, text, where, reason):
     assert reason in lines[0] and where in lines[0] and "Traceback" not in r.stderr
 
 
-def test_dask_local_cluster_bakes_the_same_actions_as_the_pool(shots):
+@pytest.fixture(scope="module")
+def pool_keys(shots):
+    """The keys the local pool bakes, the reference for the Dask runs."""
+    assert run("batch", str(manifest(shots, "same_pool")), "--workers", "2").returncode == 0
+    return [keys_of(shots / "same_pool" / f"shot{k:03d}.blend") for k in range(3)]
+
+
+@pytest.mark.parametrize("parent_imported_bpy", [False, True], ids=["plain-parent", "parent-imported-bpy"])
+def test_dask_local_cluster_bakes_the_same_actions_as_the_pool(shots, pool_keys, parent_imported_bpy):
+    # A LocalCluster started in a TD's script or notebook that imported bpy first: its spawned
+    # workers inherit sys.path with Blender's scripts/modules (and its inner `bpy` package) first.
     pytest.importorskip("distributed")
-    pool = manifest(shots, "same_pool")
-    assert run("batch", str(pool), "--workers", "2").returncode == 0
-    dask_manifest = manifest(shots, "same_dask")
+    out = "dask_bpy" if parent_imported_bpy else "dask_plain"
+    dask_manifest = manifest(shots, out)
     code = textwrap.dedent(f"""
         import os, sys
+        {"import bpy" if parent_imported_bpy else ""}
         from distributed import LocalCluster
         from blender_reldesc import cli
         if __name__ == "__main__":
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
                 code = cli.run(["batch", {str(dask_manifest)!r}, "--scheduler", c.scheduler_address,
-                                "--summary", {str(shots / 'same_dask' / 'summary.json')!r}])
+                                "--summary", {str(shots / out / 'summary.json')!r}])
             sys.stdout.flush(); os._exit(code)
     """)
-    script = shots / "dask_run.py"
+    script = shots / f"{out}_run.py"
     script.write_text(code)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    data = json.loads((shots / "same_dask" / "summary.json").read_text())
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((shots / out / "summary.json").read_text())
     assert data["ok"] == 4 and data["scheduler"].startswith("tcp://")
     for k in range(3):
-        a = keys_of(shots / "same_pool" / f"shot{k:03d}.blend")
-        b = keys_of(shots / "same_dask" / f"shot{k:03d}.blend")
-        assert len(a) > 10 and a == b                          # every key, to the last bit
+        b = keys_of(shots / out / f"shot{k:03d}.blend")
+        assert len(pool_keys[k]) > 10 and pool_keys[k] == b          # every key, to the last bit
 
 
 def test_flamenco_job_type_compiles_one_task_per_job(shots, tmp_path):

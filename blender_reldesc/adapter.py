@@ -394,6 +394,15 @@ def _unpack(prop, size):
     return np.asarray(prop, dtype=np.int32).tobytes()[:size]
 
 
+#: The names of a bound armature's garments (``garments``), on the armature data beside the
+#: binding: read here, so a bake knows whether it carries garments without importing them.
+GARMENTS_KEY = "_reldesc_garments"
+
+
+def garment_names(arm):
+    return [str(n) for n in arm.data.get(GARMENTS_KEY, [])]
+
+
 #: ID-pointer properties: the source action and the environment collection follow
 #: renames, and appending the armature brings them along.
 SOURCE_KEY = "_reldesc_source"

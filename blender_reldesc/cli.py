@@ -206,11 +206,12 @@ def run(argv, blender_command=False):
         elif not bpy.data.filepath:
             return _fail("no .blend file given")
         from . import adapter, jobs
+        from .optional import feature
         scene = bpy.context.scene
         arm = adapter.get_armature(args.armature)
         warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
         if args.command == "reach":
-            from . import reaching
+            reaching = feature("reaching")
             report = reaching.reach_job(scene, arm, args.hand, args.target, args.frame, args.window, args.hold,
                                         args.database, progress=jobs._print_progress("reach"), warn=warn,
                                         whole_body=not args.arm_only)
@@ -219,7 +220,7 @@ def run(argv, blender_command=False):
                   f"off; frames {r['window'][0]}-{r['window'][1]}) in '{report['action']}'")
             _dump(args, report)
         elif args.command == "transfer":
-            from . import transfer
+            transfer = feature("transfer")
             report = transfer.transfer_job(scene, arm, args.source, args.target_object,
                                            progress=jobs._print_progress("transfer"), warn=warn)
             t = report["transfer"]
@@ -227,7 +228,7 @@ def run(argv, blender_command=False):
                   f"({t['labels']}: {', '.join(t['segments'])}) into '{report['action']}'")
             _dump(args, report)
         elif args.command == "walk":
-            from . import walking
+            walking = feature("walking")
             report = walking.walk_job(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
                                       progress=jobs._print_progress("walk"), warn=warn, workers=args.workers)
             print(f"reldesc: walked {len(report['characters'])} character(s) of '{report['source']}' for "
@@ -238,13 +239,13 @@ def run(argv, blender_command=False):
             if not args.garment:
                 return _fail("give --environment (the collection to bind with), or --garment for an armature "
                              "already bound")
-            from . import garments
+            garments = feature("garments")
             report = garments.bind_garment(scene, arm, args.garment)
             print(f"reldesc: '{report['garment']}' ({report['vertices']} vertices) is carried with '{arm.name}'")
         elif args.command == "bind":
             bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
             if args.partners:
-                from . import partners
+                partners = feature("partners")
                 report = partners.PartnersBindJob(scene, arm, args.environment, list(args.partners),
                                                   args.body_height, args.radius_factor, warn=warn,
                                                   bone_set=bones).run(jobs._print_progress("bind"))
@@ -257,7 +258,7 @@ def run(argv, blender_command=False):
             if args.save_binding:
                 jobs.save_binding_file(arm, args.save_binding)
             if args.garment:
-                from . import garments
+                garments = feature("garments")
                 g = garments.bind_garment(scene, arm, args.garment)
                 print(f"reldesc: '{g['garment']}' ({g['vertices']} vertices) is carried with '{arm.name}'")
         else:

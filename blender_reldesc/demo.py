@@ -13,6 +13,7 @@ import bpy
 import numpy as np
 
 from . import adapter, jobs
+from .optional import feature
 from .core import synthetic as S
 from .core.skeleton.armature import adapted_pose, basis_from_pose, joint_layout, split_basis
 
@@ -535,7 +536,7 @@ def _run_transfer(out_dir, frames=90):
     """Transfer (thesis ch. 4): a character sitting on a chair (seat, back, legs as vertex
     groups), the sitting moved onto a stool (seat, legs) elsewhere in the room; render a frame
     before and after."""
-    from .transfer import transfer_job
+    transfer_job = feature("transfer").transfer_job
     scene, arm, env = build_transfer_scene(frames, target="stool", at=(1.6, 0.8))
     bind_report = _bind(scene, arm, env)
     report = transfer_job(scene, arm, "Chair", "Stool")
@@ -580,7 +581,7 @@ def build_crowd_scene(frames=150, size=(24.0, 16.0), cells=(240, 160)):
 def _run_crowd(out_dir, count=9, spacing=0.9):
     """A crowd of ``count`` walkers along a curve over hills, from one walk on flat ground;
     renders the middle frame from above the path."""
-    from . import walking
+    walking = feature("walking")
     scene, arm, env, curve = build_crowd_scene()
     if not hasattr(bpy.types.Scene, "reldesc"):
         from . import properties
@@ -619,7 +620,7 @@ def _run_pair(out_dir, frames=90, grow=1.2):
     """Two characters holding hands, bound together; the partner grown ``grow`` times (its
     bones); both baked together; the middle frame rendered before (the sources: the hands
     apart) and after (the hands meet)."""
-    from .partners import PartnersBindJob
+    PartnersBindJob = feature("partners").PartnersBindJob
     scene, lead, partner, env = build_pair_scene(frames)
     _bind_settings(scene, lead, env)
     bind_report = PartnersBindJob(scene, lead, env.name, [partner.name]).run()
@@ -654,7 +655,7 @@ def _run_garment(out_dir, frames=60, legs=1.15):
     bake; the skirt is carried (a PC2 point cache and a Mesh Cache modifier); the middle frame
     rendered before (the source walk on the longer legs, the skirt skinned to the hips) and
     after."""
-    from . import garments
+    garments = feature("garments")
     scene, arm, skirt, env = build_garment_scene(frames, rings=30, around=64)
     # Saved first: the bake writes the point cache beside the .blend (an unsaved file's would
     # go to the temporary folder, and demo.blend would point there).

@@ -19,17 +19,12 @@ import bpy
 import numpy as np
 
 from . import adapter
-from .adapter import SceneError
+from .adapter import GARMENTS_KEY, SceneError, garment_names
 from .core.errors import RelDescError
+from .core import garment as core_garment
 
-#: Where the garments' names are kept, on the armature data (beside the binding).
-GARMENTS_KEY = "_reldesc_garments"
 #: The Mesh Cache modifier the bake adds to a garment.
 MODIFIER = "RelDesc Garment"
-
-
-def garment_names(arm):
-    return [str(n) for n in arm.data.get(GARMENTS_KEY, [])]
 
 
 def _garment(name, arm):
@@ -91,7 +86,6 @@ def _bound_garment(bound, garment, verts, tris):
     ``tris``), kept with the binding for the next bake while the garment, the body's radii and
     the binding stay the same: binding a 10k-vertex skirt (its control graph, its embedding)
     took 1.5 s of every bake."""
-    from .core.garment import bind_garment as core_bind
     radii = _body_radii(bound.arm, bound, garment)
     digest = hashlib.blake2b(digest_size=16)
     for part in (verts, tris, radii):
@@ -103,7 +97,8 @@ def _bound_garment(bound, garment, verts, tris):
     if kept is not None and kept[0] == digest:
         return kept[1]
     b = bound.binding
-    g = core_bind(b.skeleton, b.motion, verts, tris, body_height=b.body_height, radii=radii, environment=b.mesh)
+    g = core_garment.bind_garment(b.skeleton, b.motion, verts, tris, body_height=b.body_height, radii=radii,
+                                  environment=b.mesh)
     memo[key] = (digest, g)
     return g
 
@@ -167,7 +162,6 @@ def carry(job):
     """After ``job`` (a ``jobs.BakeJob``) computed its result: each of its armature's garments
     carried onto the adapted motion, written as a point cache and shown by a Mesh Cache
     modifier. Returns a report per garment."""
-    from .core.garment import carry_garment, write_pc2
     arm, bound = job.arm, job.bound
     out = []
     for name in garment_names(arm):
@@ -175,13 +169,13 @@ def carry(job):
         verts, tris = read_source_vertices(job.scene, arm, job.source, bound.frames, garment)
         try:
             g = _bound_garment(bound, garment, verts, tris)
-            world = carry_garment(g, job.result.positions, environment=job.mesh)
+            world = core_garment.carry_garment(g, job.result.positions, environment=job.mesh)
         except RelDescError as e:
             raise SceneError(f"garment '{name}': {e}") from None
         inv = np.linalg.inv(_matrices(job.scene, garment, bound.frames))                  # (1 or F,4,4)
         local = np.einsum("fij,fvj->fvi", inv[:, :3, :3], world) + inv[:, None, :3, 3]
         path = cache_path(garment)
-        write_pc2(path, local, start=float(bound.frames[0]), rate=1.0)
+        core_garment.write_pc2(path, local, start=float(bound.frames[0]), rate=1.0)
         mod = garment.modifiers.get(MODIFIER) or garment.modifiers.new(MODIFIER, 'MESH_CACHE')
         mod.cache_format = 'PC2'
         mod.filepath = path

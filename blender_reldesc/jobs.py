@@ -20,6 +20,7 @@ from . import adapter
 from .adapter import SceneError
 from .core import Binding, TriMesh, adapt, bind
 from .core.solvers.interaction_mesh import check_solver
+from .optional import feature
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.keys import (INTERPOLATIONS, Channels, bezier_handles, euler_compatible, play, reduce_keys,
                         rotation_matrices)
@@ -589,8 +590,10 @@ class BakeJob:
                                                    wanted, bound.frames[self.baked])
         self.partner_jobs = []
         if bound.meta.get("partners") and self.adapts_partners and not getattr(self, "in_group", False):
-            from . import partners
-            self.partner_jobs = partners.partner_bake_jobs(self)
+            self.partner_jobs = feature("partners").partner_bake_jobs(self)
+        # Checked before anything is written: a bake that cannot carry its garments writes nothing.
+        worn = any(adapter.garment_names(j.arm) for j in (self, *self.partner_jobs))
+        self.garments = feature("garments") if worn else None
         self.read_seconds = time.perf_counter() - t0
 
     def _channels(self):
@@ -726,17 +729,16 @@ class BakeJob:
                     keys=int(sum(len(c.frames) for c in curves)))
 
     def write(self):
-        from . import garments
         report = self._write_own()
-        if garments.garment_names(self.arm):
-            report["garments"] = garments.carry(self)
+        if adapter.garment_names(self.arm):
+            report["garments"] = self.garments.carry(self)
         if self.partner_jobs:
             report["partners"] = []
             for j in self.partner_jobs:
                 r = j._write_own()
                 report["partners"].append(dict(armature=j.arm.name, **{k: r[k] for k in ("action", "source", "frames")}))
-                if garments.garment_names(j.arm):
-                    report["garments"] = report.get("garments", []) + garments.carry(j)
+                if adapter.garment_names(j.arm):
+                    report["garments"] = report.get("garments", []) + self.garments.carry(j)
         return report
 
     def _write_own(self):

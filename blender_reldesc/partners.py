@@ -14,7 +14,8 @@ import bpy
 import numpy as np
 
 from . import jobs
-from .adapter import SceneError
+from .adapter import SceneError, garment_names
+from .core.characters import adapt_partners, bind_partners, closest_on_segments
 
 
 def partner_objects(arm, names):
@@ -94,7 +95,6 @@ SKIN_WEIGHT = 0.5
 
 def skinned_meshes(arm, exclude=()):
     """Mesh objects deformed by ``arm`` (an Armature modifier on it), its garments aside."""
-    from .garments import garment_names
     worn = set(garment_names(arm)) | set(exclude)
     return [ob for ob in bpy.data.objects if ob.type == 'MESH' and ob.name not in worn and any(
         m.type == 'ARMATURE' and m.object == arm for m in ob.modifiers)]
@@ -107,7 +107,6 @@ def capsule_radii(arm, skeleton, exclude=()):
     distance from the bone's own axis, at rest, of the vertices weighted at least
     ``SKIN_WEIGHT`` to it in the meshes ``arm`` deforms (three at least). A bone's radius
     goes to every segment from its head (the hips' to the spine and both thighs)."""
-    from .core.characters import closest_on_segments
     w = np.array(arm.matrix_world, float)
     skin = {}                                                   # bone name -> world points
     for ob in skinned_meshes(arm, exclude):
@@ -165,7 +164,6 @@ def partner_bake_jobs(job):
 def compute_together(job, progress=None):
     """Adapt ``job``'s character and its partners' (``job.partner_jobs``) together; their
     results go to each job, which then plans its keys."""
-    from .core.characters import adapt_partners, bind_partners
     t0 = time.perf_counter()
     group = [job] + job.partner_jobs
     bindings = [j.bound.binding for j in group]

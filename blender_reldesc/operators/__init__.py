@@ -11,6 +11,7 @@ from bpy.props import EnumProperty, FloatProperty, IntProperty, StringProperty
 
 from .. import adapter, jobs, live
 from ..core import RelDescError
+from ..optional import feature
 from . import garments, locomotion, reaching, transfer
 from .base import _JobOperator, _Target, _WorkerState, compute_in_worker  # noqa: F401 (tests import them)
 
@@ -35,7 +36,7 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
             raise adapter.SceneError("no bone collection chosen: pick one under Bones, or bind deform bones")
         others = self.partners or settings.partners
         if others.strip():
-            from .. import partners
+            partners = feature("partners")
             return partners.PartnersBindJob(context.scene, self.get_armature(context), self.get_environment(context),
                                             others, settings.body_height, settings.radius_factor, warn=warn,
                                             bone_set=bone_set)

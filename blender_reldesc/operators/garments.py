@@ -3,8 +3,8 @@
 import bpy
 from bpy.props import StringProperty
 
-from .. import garments
 from ..core.errors import RelDescError
+from ..optional import feature
 from .base import _Target
 
 
@@ -26,7 +26,7 @@ class RELDESC_OT_bind_garment(_Target, bpy.types.Operator):
         if not name and context.active_object is not None and context.active_object.type == 'MESH':
             name = context.active_object.name
         try:
-            report = garments.bind_garment(context.scene, arm, name)
+            report = feature("garments").bind_garment(context.scene, arm, name)
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}

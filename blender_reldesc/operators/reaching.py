@@ -3,7 +3,8 @@
 import bpy
 from bpy.props import EnumProperty, IntProperty, StringProperty
 
-from .. import jobs, reaching
+from .. import jobs
+from ..optional import feature
 from .base import _JobOperator
 
 
@@ -32,6 +33,7 @@ class RELDESC_OT_reach(_JobOperator, bpy.types.Operator):
         s = context.scene.reldesc
         target = self.target or (s.reach_target.name if s.reach_target else "")
         database = [n.strip() for n in (self.database or s.reach_database).split(",") if n.strip()]
+        reaching = feature("reaching")
         return reaching.ReachJob(context.scene, self.get_armature(context), self.hand or s.reach_hand, target,
                                  self.frame if self.frame >= 0 else s.reach_frame,
                                  self.window if self.window >= 0 else s.reach_window,

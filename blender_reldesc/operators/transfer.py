@@ -3,7 +3,8 @@
 import bpy
 from bpy.props import StringProperty
 
-from .. import jobs, transfer
+from .. import jobs
+from ..optional import feature
 from .base import _JobOperator
 
 
@@ -27,6 +28,7 @@ class RELDESC_OT_transfer(_JobOperator, bpy.types.Operator):
         if not source or not target:
             raise jobs.SceneError("pick the object the motion interacts with (From) and the object to move it to "
                                   "(To) in the Transfer panel")
+        transfer = feature("transfer")
         return transfer.TransferJob(context.scene, self.get_armature(context), source, target, warn=warn,
                                     options=jobs.bake_options_from_scene(context.scene))
 

@@ -2,8 +2,22 @@
 
 import bpy
 
-from .. import adapter, garments, transfer
+import textwrap
+
+from .. import adapter
 from ..jobs import environment_status
+from ..optional import feature, unavailable
+
+
+def _unavailable(layout, name):
+    """Draw why feature ``name`` cannot be used, and say so; False when it can."""
+    message = unavailable(name)
+    if message is None:
+        return False
+    box = layout.box()
+    for i, line in enumerate(textwrap.wrap(message, 44)):
+        box.label(text=line, icon='ERROR' if i == 0 else 'BLANK1')
+    return True
 
 
 class RELDESC_PT_main(bpy.types.Panel):
@@ -43,7 +57,7 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.label(text="Environment animated" if meta.get("animated") else "Environment static")
             if meta.get("partners"):
                 box.label(text="Partners: " + ", ".join(meta["partners"]), icon='COMMUNITY')
-            worn = garments.garment_names(arm)
+            worn = adapter.garment_names(arm)
             if worn:
                 box.label(text="Garments: " + ", ".join(worn), icon='MOD_CLOTH')
             box.operator("reldesc.bind_garment", icon='MOD_CLOTH')
@@ -226,6 +240,8 @@ class RELDESC_PT_locomotion(_SubPanel, bpy.types.Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reldesc
+        if _unavailable(layout, "walking"):
+            return
         layout.label(text="The armature's action, walked along a path:")
         col = layout.column(align=True)
         col.prop(s, "walk_path")
@@ -244,6 +260,8 @@ class RELDESC_PT_reaching(_SubPanel, bpy.types.Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reldesc
+        if _unavailable(layout, "reaching"):
+            return
         col = layout.column(align=True)
         if s.armature is not None and s.armature.type == 'ARMATURE':
             col.prop_search(s, "reach_hand", s.armature.data, "bones")
@@ -265,13 +283,15 @@ class RELDESC_PT_transfer(_SubPanel, bpy.types.Panel):
     def draw(self, context):
         layout = self.layout
         s = context.scene.reldesc
+        if _unavailable(layout, "transfer"):
+            return
         layout.label(text="The bound motion, moved to another object:")
         col = layout.column(align=True)
         col.prop(s, "transfer_from")
         col.prop(s, "transfer_to")
         if s.transfer_from is not None and s.transfer_to is not None:
             shared = sorted({g.name for g in s.transfer_from.vertex_groups}
-                            & {g.name for g in s.transfer_to.vertex_groups} - transfer.NOT_SEGMENTS)
+                            & {g.name for g in s.transfer_to.vertex_groups} - feature("transfer").NOT_SEGMENTS)
             layout.label(text=("Parts: " + ", ".join(shared)) if shared else "Parts: matched by where they sit",
                          icon='GROUP_VERTEX')
         row = layout.row()

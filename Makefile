@@ -1,54 +1,90 @@
-# Every target sets itself up from nothing: a fresh clone needs only `make demo`
-# or `make test`. Virtual environments live in the repo folder (git-ignored) and
-# are rebuilt only when their requirements change.
-PYTHON_BOOT ?= python3.11
+# Every target sets itself up from nothing: a fresh clone needs only `make demo` or `make test`.
+# Virtual environments live in the repo folder (git-ignored) and are rebuilt only when their
+# requirements change. Python is found as a user's machine has it (tools/find-python: on PATH,
+# a pyenv version, the usual install folders).
+#
+#   .venv        Blender 5.2 LTS (bpy 5.2.3), Python 3.13: demo, extension, the whole suite
+#   .venv53      Blender 5.3 (bpy 5.3.0), Python 3.13: the Blender tests again
+#   .venv45      Blender 4.5 LTS (bpy 4.5.15), Python 3.11, every dependency at its stated floor
+#   .venv-latest bpy 5.3.0 with the newest numpy, scipy, dask, distributed (upgraded each run)
 VENV := .venv
 PY := $(VENV)/bin/python
-VENV45 := .venv45
-PY45 := $(VENV45)/bin/python
-BPY_VERSION := 5.0.1
-BPY45_VERSION := 4.5.15
-SCIPY_VERSION := 1.13.1
-EXT_CLI = $(VENV)/lib/python3.11/site-packages/bpy/5.0/scripts/addons_core/bl_pkg/cli/blender_ext.py
-WHEEL_PLATFORMS := manylinux2014_x86_64 win_amd64 macosx_12_0_arm64 macosx_10_9_x86_64
+PY53 := .venv53/bin/python
+PY45 := .venv45/bin/python
+PYLATEST := .venv-latest/bin/python
 
-.PHONY: setup setup45 test test-core test-blender test-blender45 demo bench bench-scale extension clean
+# The scipy bundled in the extension zips, for both Pythons Blender ships (4.5: 3.11, 5.1+: 3.13)
+# on the four platforms. The same version is listed in blender_manifest.toml and pinned in
+# requirements/blender-5.2.txt (tests/blender/test_extension.py checks they agree).
+SCIPY_BUNDLED := 1.17.1
+WHEEL_PYTHONS := 3.11 3.13
+WHEEL_PLATFORMS := manylinux_2_28_x86_64 win_amd64 macosx_12_0_arm64 macosx_10_14_x86_64
+# The extension builder that ships inside the bpy wheel (the same code as `blender -c extension`).
+EXT_CLI = $(VENV)/lib/python3.13/site-packages/bpy/*/scripts/addons_core/bl_pkg/cli/blender_ext.py
+
+.PHONY: setup setup53 setup45 setup-latest test test-latest test-core test-blender demo bench bench-scale \
+        extension clean
+
+# $(call venv,DIR,PYTHON VERSION,REQUIREMENTS): DIR/.installed, made anew when REQUIREMENTS change.
+define venv
+$(1)/.installed: $(3) requirements/test.txt
+	rm -rf $(1)
+	py=$$$$(tools/find-python $(2)) && "$$$$py" -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet -r $(3)
+	$(1)/bin/python -m pip install --quiet --no-deps -e .
+	touch $$@
+endef
+$(eval $(call venv,$(VENV),3.13,requirements/blender-5.2.txt))
+$(eval $(call venv,.venv53,3.13,requirements/blender-5.3.txt))
+$(eval $(call venv,.venv45,3.11,requirements/blender-4.5.txt))
 
 setup: $(VENV)/.installed
+setup53: .venv53/.installed
+setup45: .venv45/.installed
 
-$(VENV)/.installed: requirements-dev.txt Makefile
-	@command -v $(PYTHON_BOOT) >/dev/null || { echo "Python 3.11 is required: python3.11 not found on PATH" >&2; exit 1; }
-	$(PYTHON_BOOT) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt bpy==$(BPY_VERSION)
-	$(PY) -m pip install --quiet --no-deps -e .
+# Not a stamp: the newest releases are installed every time.
+setup-latest:
+	test -x $(PYLATEST) || { py=$$(tools/find-python 3.13) && "$$py" -m venv .venv-latest; }
+	$(PYLATEST) -m pip install --quiet --upgrade pip
+	$(PYLATEST) -m pip install --quiet --upgrade --upgrade-strategy eager -r requirements/latest.txt
+	$(PYLATEST) -m pip install --quiet --no-deps -e .
+	@$(PYLATEST) -c "import bpy, numpy, scipy, dask, distributed; print('latest: bpy', bpy.app.version_string, \
+	  'numpy', numpy.__version__, 'scipy', scipy.__version__, 'dask', dask.__version__, \
+	  'distributed', distributed.__version__)"
+
+# The scipy wheels the zips bundle, downloaded anew when SCIPY_BUNDLED changes.
+WHEELS_STAMP := $(VENV)/.scipy-wheels-$(SCIPY_BUNDLED)
+$(WHEELS_STAMP): $(VENV)/.installed
+	rm -rf blender_reldesc/wheels && mkdir -p blender_reldesc/wheels
+	for v in $(WHEEL_PYTHONS); do for p in $(WHEEL_PLATFORMS); do \
+	  $(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version $$v \
+	    --platform $$p -d blender_reldesc/wheels scipy==$(SCIPY_BUNDLED) || exit 1; \
+	done; done
 	touch $@
 
-setup45: $(VENV45)/.installed
-
-$(VENV45)/.installed: requirements-dev.txt Makefile
-	$(PYTHON_BOOT) -m venv $(VENV45)
-	$(PY45) -m pip install --quiet --upgrade pip
-	$(PY45) -m pip install --quiet -r requirements-dev.txt bpy==$(BPY45_VERSION)
-	touch $@
-
-# The extension zip(s), built and validated with the builder that ships in bpy.
-extension: setup
-	@mkdir -p blender_reldesc/wheels dist
-	@for p in $(WHEEL_PLATFORMS); do \
-	  ls blender_reldesc/wheels/scipy-$(SCIPY_VERSION)-*$$p*.whl >/dev/null 2>&1 || \
-	  $(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
-	    --platform $$p -d blender_reldesc/wheels scipy==$(SCIPY_VERSION) || exit 1; \
-	done
+# The extension zips, one per platform, validated and built with Blender 5.2's own builder.
+extension: setup $(WHEELS_STAMP)
+	@mkdir -p dist
 	$(PY) $(EXT_CLI) validate blender_reldesc
 	$(PY) $(EXT_CLI) build --source-dir blender_reldesc --output-dir dist --split-platforms
 
-test: setup extension setup45
+# Everything on Blender 5.2 LTS; the Blender tests again on 5.3; everything again on 4.5 LTS with
+# every dependency at its floor.
+test: setup extension setup53 setup45
 	$(PY) -m pytest -q tests
-	$(PY45) -m pytest -q tests/blender
+	$(PY53) -m pytest -q tests/blender
+	$(PY45) -m pytest -q tests
+
+# The whole suite with the newest numpy, scipy, dask and distributed (.ci/run runs it too).
+test-latest: setup-latest
+	$(PYLATEST) -m pytest -q tests
 
 test-core: setup
 	$(PY) -m pytest -q tests --ignore=tests/blender
+
+test-blender: setup extension
+	$(PY) -m pytest -q tests/blender
 
 demo: setup
 	$(PY) -m blender_reldesc demo -o demo_out
@@ -58,10 +94,10 @@ bench: setup
 	$(PY) benchmarks/bench_core.py
 
 # Bind and adapt time and peak memory against clip length and triangle count, with a log-log
-# plot (matplotlib is only needed here, so it is not in requirements-dev.txt).
+# plot (matplotlib is only needed here, so it is not in the requirements).
 bench-scale: setup
-	$(PY) -m pip install --quiet matplotlib==3.9.4
+	$(PY) -m pip install --quiet matplotlib==3.10.7
 	$(PY) benchmarks/bench_scale.py
 
 clean:
-	rm -rf $(VENV) $(VENV45) .pytest_cache .hypothesis dist demo_out blender_reldesc/wheels
+	rm -rf $(VENV) .venv53 .venv45 .venv-latest .pytest_cache .hypothesis dist demo_out blender_reldesc/wheels

@@ -1,42 +1,15 @@
-"""The built extension zip validates, enables inside Blender and runs its operators."""
+"""The built extension zips validate, carry scipy for every Python Blender ships, and install,
+enable and run in this Blender with their own scipy."""
 
 import glob
 import os
+import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-ENABLE_AND_RUN = textwrap.dedent('''
-    import os, sys, tempfile, zipfile
-    import bpy, addon_utils
-    zip_path = sys.argv[-1]
-    repo_dir = tempfile.mkdtemp()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    prefs = bpy.context.preferences
-    prefs.extensions.repos.new(name="test_repo", module="test_repo", custom_directory=repo_dir, source='USER')
-    with zipfile.ZipFile(zip_path) as z:
-        z.extractall(os.path.join(repo_dir, "blender_reldesc"))
-    addon_utils.enable("bl_ext.test_repo.blender_reldesc", default_set=True)
-    import importlib
-    ext = importlib.import_module("bl_ext.test_repo.blender_reldesc")
-    assert "blender_reldesc" not in sys.modules, "the repository copy was imported instead of the zip"
-    demo = importlib.import_module("bl_ext.test_repo.blender_reldesc.demo")
-    scene, arm, env, bridge, beam = demo.build_scene(frames=20, deck_cells=(20, 4), reset=False)
-    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
-    demo.lower_beam(beam, 0.2)
-    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    assert "Walk.adapted" in bpy.data.actions
-    addon_utils.disable("bl_ext.test_repo.blender_reldesc")
-    assert "bind" not in dir(bpy.ops.reldesc)
-    assert not hasattr(bpy.types.Scene, "reldesc")
-    print("EXTENSION-OK", flush=True)
-    os._exit(0)             # the bpy 4.5 wheel can hang in its teardown at exit
-''')
-
 
 def _builder():
     import sysconfig
@@ -63,9 +36,40 @@ def test_manifest_validates():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_zip_enables_and_runs_its_operators(tmp_path):
+def test_zip_installs_enables_and_binds_and_bakes_with_its_own_scipy(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["HOME"] = str(tmp_path)                     # a clean user config for Blender
-    r = subprocess.run([sys.executable, "-c", ENABLE_AND_RUN, _zip(tmp_path / "dist")], capture_output=True, text=True,
+    env["HOME"] = str(tmp_path)                     # a fresh user configuration and user repository
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "extension_install.py")
+    r = subprocess.run([sys.executable, script, _zip(tmp_path / "dist")], capture_output=True, text=True,
                        cwd=str(tmp_path), env=env, timeout=600)
     assert "EXTENSION-OK" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    # scipy came from the wheel the zip carries for this Python, installed beside the user repository.
+    version, where = r.stdout.split("SCIPY ", 1)[1].split()[:2]
+    assert version == bundled_scipy(), (version, bundled_scipy())
+    assert where.startswith(str(tmp_path)) and f"{os.sep}.local{os.sep}" in where, where
+
+
+def bundled_scipy():
+    """The scipy version the manifest bundles."""
+    text = open(os.path.join(ROOT, "blender_reldesc", "blender_manifest.toml")).read()
+    versions = set(re.findall(r"wheels/scipy-([0-9.]+)-", text))
+    assert len(versions) == 1, versions
+    return versions.pop()
+
+
+def test_the_bundled_scipy_is_the_one_downloaded_and_tested():
+    version = bundled_scipy()
+    assert f"SCIPY_BUNDLED := {version}" in open(os.path.join(ROOT, "Makefile")).read()
+    assert f"scipy=={version}" in open(os.path.join(ROOT, "requirements", "blender-5.2.txt")).read()
+
+
+def test_every_zip_carries_scipy_for_both_pythons_blender_ships(tmp_path):
+    # Blender 4.5 runs Python 3.11, Blender 5.1 and later 3.13: each zip has a wheel for each.
+    import zipfile
+    _zip(tmp_path / "dist")
+    zips = sorted(glob.glob(str(tmp_path / "dist" / "blender_reldesc-*.zip")))
+    assert [os.path.basename(z).rsplit("-", 1)[1] for z in zips] == \
+        ["linux_x64.zip", "macos_arm64.zip", "macos_x64.zip", "windows_x64.zip"]
+    for z in zips:
+        wheels = [n for n in zipfile.ZipFile(z).namelist() if n.endswith(".whl")]
+        assert sorted(n.split("-")[2] for n in wheels) == ["cp311", "cp313"], (z, wheels)

@@ -6,9 +6,11 @@ importable without Blender; the Blender modules are imported in ``register``.
 
 import sys
 
-if "bpy" in sys.modules:          # the bpy wheel imported first: let processes started from here import it
-    from .spawn import let_children_import_bpy
-    let_children_import_bpy()
+# A process that imported the bpy wheel, or one started from it: processes started from here, and
+# this one, import the wheel and not Blender's inner bpy package (``spawn``; in Blender, a no-op).
+from .spawn import let_children_import_bpy
+
+let_children_import_bpy()
 
 _modules = None
 
@@ -31,8 +33,10 @@ def unregister():
         module.unregister()
     import sys
 
-if "bpy" in sys.modules:          # the bpy wheel imported first: let processes started from here import it
-    from .spawn import let_children_import_bpy
-    let_children_import_bpy()
+# A process that imported the bpy wheel, or one started from it: processes started from here, and
+# this one, import the wheel and not Blender's inner bpy package (``spawn``; in Blender, a no-op).
+from .spawn import let_children_import_bpy
+
+let_children_import_bpy()
 
 _modules = None

@@ -172,18 +172,23 @@ def pool_keys(shots):
     return [keys_of(shots / "same_pool" / f"shot{k:03d}.blend") for k in range(3)]
 
 
-@pytest.mark.parametrize("parent_imported_bpy", [False, True], ids=["plain-parent", "parent-imported-bpy"])
-def test_dask_local_cluster_bakes_the_same_actions_as_the_pool(shots, pool_keys, parent_imported_bpy):
-    # A LocalCluster started in a TD's script or notebook that imported bpy first: its spawned
-    # workers inherit sys.path with Blender's scripts/modules (and its inner `bpy` package) first.
+IMPORTS = {"no-bpy": "from blender_reldesc import cli",
+           "bpy-first": "import bpy; from blender_reldesc import cli",
+           "package-first": "from blender_reldesc import cli; import bpy"}
+
+
+@pytest.mark.parametrize("imports", sorted(IMPORTS))
+def test_dask_local_cluster_bakes_the_same_actions_as_the_pool(shots, pool_keys, imports):
+    # A LocalCluster started in a TD's script that imported bpy: its spawned workers inherit
+    # sys.path with Blender's scripts/modules (and its inner `bpy` package) first, and run the
+    # script's top again in their main thread.
     pytest.importorskip("distributed")
-    out = "dask_bpy" if parent_imported_bpy else "dask_plain"
+    out = "dask_" + imports.replace("-", "_")
     dask_manifest = manifest(shots, out)
     code = textwrap.dedent(f"""
         import os, sys
-        {"import bpy" if parent_imported_bpy else ""}
         from distributed import LocalCluster
-        from blender_reldesc import cli
+        {IMPORTS[imports]}
         if __name__ == "__main__":
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
                 code = cli.run(["batch", {str(dask_manifest)!r}, "--scheduler", c.scheduler_address,

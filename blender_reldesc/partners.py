@@ -158,6 +158,10 @@ def partner_bake_jobs(job):
             raise SceneError(f"partner '{name}' was bound with other frames than '{job.arm.name}': re-bind them "
                              "together")
         out.append(other)
+    # The bodies' thickness now, read here on the main thread: the compute runs on a worker
+    # thread, where Blender's data must not be touched.
+    for j in (job, *out):
+        j.measured_radii = capsule_radii(j.arm, j.bound.binding.skeleton)
     return out
 
 
@@ -174,7 +178,7 @@ def compute_together(job, progress=None):
     then, now = [], []
     for j, b in zip(group, bindings):
         stored = j.bound.meta.get("capsule_radii")
-        measured = capsule_radii(j.arm, b.skeleton)
+        measured = j.measured_radii
         source = measured if stored is None or len(stored) != len(measured) else \
             np.array([r if r >= 0 else np.nan for r in stored], float)
         then.append(source)

@@ -127,6 +127,25 @@ def test_the_compute_phase_touches_no_bpy(scene, monkeypatch):
     assert job.write()["frames"] == 40
 
 
+def test_the_compute_phase_of_a_partner_bake_touches_no_bpy(monkeypatch):
+    # The interactive bake computes on a worker thread: the partners' capsules (their skinned
+    # meshes) are read before it, on the main thread.
+    from blender_reldesc import partners
+    scene, lead, partner, env = demo.build_pair_scene(frames=20)
+    assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
+    demo.grow_armature(partner, 1.2)
+    state = _WorkerState()
+    job = jobs.BakeJob(scene, lead, warn=state.warnings.append)
+    job.read()
+    assert [j.arm.name for j in job.partner_jobs] == ["Partner"]
+    for module in (jobs, adapter, partners):
+        monkeypatch.setattr(module, "bpy", _Poison())
+    compute_in_worker(job, state)
+    assert state.error is None and state.fraction > 0.9
+    monkeypatch.undo()
+    assert {p["armature"] for p in job.write()["partners"]} == {"Partner"}
+
+
 def test_influence_painting_on_a_mesh_with_a_subdivision_modifier(scene):
     scene, arm, env, bridge, beam = scene
     bridge.modifiers.new("Subdivision", 'SUBSURF').levels = 1

@@ -59,6 +59,23 @@ SCRIPT = textwrap.dedent('''
     assert "blender_reldesc." + broken_module in message, message
     assert sorted(a.name for a in bpy.data.actions) == actions and dict(arm.data.items()).keys() == meta.keys()
 
+    if feature == "garments":
+        # A file whose armature carries a garment, baked where garments cannot load: the bake
+        # refuses before writing anything (the garment's cache would not match the new action).
+        from blender_reldesc import adapter
+        arm.data[adapter.GARMENTS_KEY] = ["Beam"]
+        demo.lower_beam(beam, 0.1)
+        adapted = bpy.data.actions["Walk.adapted"]
+        keys = [tuple(kp.co) for fc in adapter._fcurves(adapted) for kp in fc.keyframe_points]
+        try:
+            bpy.ops.reldesc.bake(armature="Walker")
+            raise AssertionError("a bake that cannot carry its garment ran")
+        except RuntimeError as e:
+            assert "Garments is unavailable" in str(e), str(e)
+        assert [tuple(kp.co) for fc in adapter._fcurves(adapted) for kp in fc.keyframe_points] == keys
+        assert sorted(a.name for a in bpy.data.actions) == actions
+        del arm.data[adapter.GARMENTS_KEY]
+
     if panel != "-":
         class Layout:                       # records what a panel draws
             def __init__(self): self.text = []

@@ -9,7 +9,9 @@ CORE = pathlib.Path(__file__).resolve().parents[1] / "blender_reldesc" / "core"
 
 
 def test_core_sources_do_not_import_blender_modules():
-    for path in CORE.glob("*.py"):
+    paths = sorted(CORE.rglob("*.py"))
+    assert {p.parent.name for p in paths} >= {"core", "contacts", "locomotion", "transfer", "geometry"}
+    for path in paths:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = []
@@ -18,12 +20,19 @@ def test_core_sources_do_not_import_blender_modules():
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             for name in names:
-                assert name.split(".")[0] not in {"bpy", "bmesh", "mathutils"}, f"{path.name} imports {name}"
+                assert name.split(".")[0] not in {"bpy", "bmesh", "mathutils"}, \
+                    f"{path.relative_to(CORE)} imports {name}"
 
 
-def test_core_imports_with_bpy_unavailable():
-    code = ("import sys; sys.modules['bpy'] = None; sys.modules['mathutils'] = None; "
-            "import blender_reldesc.core as c; print(c.bind.__name__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=CORE.parents[1], check=True)
-    assert out.stdout.strip() == "bind"
+def test_every_core_module_imports_with_bpy_unavailable():
+    code = ("import importlib, pkgutil, sys\n"
+            "for name in ('bpy', 'bmesh', 'mathutils'): sys.modules[name] = None\n"
+            "import blender_reldesc.core as c\n"
+            "names = [m.name for m in pkgutil.walk_packages(c.__path__, 'blender_reldesc.core.')]\n"
+            "for name in names: importlib.import_module(name)\n"
+            "print(len(names), c.bind.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=CORE.parents[1])
+    assert out.returncode == 0, out.stderr
+    count, name = out.stdout.split()
+    assert name == "bind" and int(count) == sum(1 for p in CORE.rglob("*.py") if p.name != "__init__.py") + \
+        sum(1 for p in CORE.rglob("__init__.py") if p.parent != CORE)

@@ -4,8 +4,6 @@ The numerical core (``blender_reldesc.core``) is pure numpy/scipy and is
 importable without Blender; the Blender modules are imported in ``register``.
 """
 
-import sys
-
 # A process that imported the bpy wheel, or one started from it: processes started from here, and
 # this one, import the wheel and not Blender's inner bpy package (``spawn``; in Blender, a no-op).
 from .spawn import let_children_import_bpy
@@ -31,12 +29,4 @@ def unregister():
     global _modules
     for module in reversed(_modules or _blender_modules()):
         module.unregister()
-    import sys
-
-# A process that imported the bpy wheel, or one started from it: processes started from here, and
-# this one, import the wheel and not Blender's inner bpy package (``spawn``; in Blender, a no-op).
-from .spawn import let_children_import_bpy
-
-let_children_import_bpy()
-
-_modules = None
+    _modules = None

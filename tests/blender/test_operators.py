@@ -312,3 +312,16 @@ def test_live_handlers_are_gone_after_unregister(scene):
         assert "bake" not in dir(bpy.ops.reldesc)
     finally:
         blender_reldesc.register()
+
+
+def test_the_add_on_unregisters_and_registers_again_as_preferences_toggle_it():
+    import blender_reldesc
+    blender_reldesc.unregister()
+    try:
+        assert "bind" not in dir(bpy.ops.reldesc) and not hasattr(bpy.types.Scene, "reldesc")
+        assert blender_reldesc._modules is None
+    finally:
+        blender_reldesc.register()
+    blender_reldesc.unregister()
+    blender_reldesc.register()
+    assert "bind" in dir(bpy.ops.reldesc) and hasattr(bpy.types.Scene, "reldesc")

@@ -20,7 +20,6 @@ from . import adapter
 from .adapter import SceneError
 from .core import Binding, TriMesh, adapt, bind
 from .core.solvers.interaction_mesh import check_solver
-from .optional import feature
 from .core.contacts import ContactError, adapt_with_contacts, contact_report
 from .core.keys import (INTERPOLATIONS, Channels, bezier_handles, euler_compatible, play, reduce_keys,
                         rotation_matrices)
@@ -28,6 +27,7 @@ from .core.skeleton.armature import (adapted_pose, affine_inverse, axis_angle_fr
                                      joint_layout, polar, primary_children, rotation_scale, sign_continuous,
                                      split_basis)
 from .core.skeleton.rotations import matrix_from_quat, quat_from_matrix
+from .optional import feature
 
 ADAPTED_SUFFIX = ".adapted"
 

@@ -119,8 +119,7 @@ def test_the_compute_phase_touches_no_bpy(scene, monkeypatch):
     state = _WorkerState()
     job = jobs.BakeJob(scene, arm, warn=state.warnings.append)
     job.read()
-    for module in (jobs, adapter):
-        monkeypatch.setattr(module, "bpy", _Poison())
+    _poison_bpy(monkeypatch)
     compute_in_worker(job, state)
     assert state.error is None and state.fraction > 0.9
     monkeypatch.undo()

@@ -14,7 +14,8 @@ _modules = None
 
 
 def _blender_modules():
-    from . import cli, live, operators, overlay, panels, properties
+    from . import cli, operators, panels, properties
+    from .viewport import live, overlay
     return [properties, operators, panels, live, overlay, cli]
 
 

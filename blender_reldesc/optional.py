@@ -13,13 +13,13 @@ import importlib
 
 from .core.errors import RelDescError
 
-#: The feature modules of the Blender side, by module name, with the name an animator knows.
+#: The features' job modules (``blender_reldesc.jobs.<name>``), with the name an animator knows.
 FEATURES = {
-    "garments": "Garments",
+    "garment": "Garments",
     "partners": "Partners",
     "reaching": "Reaching",
     "transfer": "Transfer to Object",
-    "walking": "Walk Along Path",
+    "locomotion": "Walk Along Path",
 }
 
 _broken = {}            # module name -> the message (a failed import is not retried on every redraw)
@@ -30,10 +30,10 @@ class FeatureUnavailable(RelDescError):
 
 
 def feature(name):
-    """The module ``blender_reldesc.<name>``; ``FeatureUnavailable`` when it cannot be imported."""
+    """The module ``blender_reldesc.jobs.<name>``; ``FeatureUnavailable`` when it cannot be imported."""
     if name not in _broken:
         try:
-            return importlib.import_module(f"{__package__}.{name}")
+            return importlib.import_module(f"{__package__}.jobs.{name}")
         except Exception as e:          # ImportError, or an API a dependency changed, met at import
             _broken[name] = (f"{FEATURES[name]} is unavailable in this installation ({type(e).__name__}: {e}); "
                              "everything else works. Reinstall the extension zip made for your Blender and "

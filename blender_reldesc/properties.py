@@ -17,20 +17,20 @@ def _is_mesh(self, ob):
 
 
 def _live_changed(self, context):
-    from . import live
+    from .viewport import live
     live.sync(context.scene)
 
 
 def _contacts_changed(self, context):
     """The live preview rebuilds its session: with or without contacts, other thresholds."""
-    from . import live
+    from .viewport import live
     live.clear()
     if context.scene.reldesc.live:
         live.on_frame_change(context.scene)
 
 
 def _overlay_changed(self, context):
-    from . import overlay
+    from .viewport import overlay
     overlay.sync(context.scene)
 
 
@@ -153,7 +153,7 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
 
 
 def _bone_changed(self, context):
-    from . import live
+    from .viewport import live
     live.clear()
 
 

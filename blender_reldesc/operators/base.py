@@ -152,3 +152,4 @@ def compute_in_worker(job, state):
         import traceback
         traceback.print_exc()
         state.error = RelDescError(f"Unexpected {type(e).__name__}: {e} (details in the system console)")
+

@@ -33,7 +33,7 @@ class RELDESC_OT_walk(_JobOperator, bpy.types.Operator):
         terrain = self.terrain or (s.walk_terrain.name if s.walk_terrain else "")
         crowd = self.crowd if self.crowd >= 0 else s.walk_crowd
         spacing = self.spacing if self.spacing >= 0 else s.walk_spacing
-        return feature("walking").WalkJob(context.scene, arm, terrain, path, paths, crowd, spacing, warn=warn)
+        return feature("locomotion").WalkJob(context.scene, arm, terrain, path, paths, crowd, spacing, warn=warn)
 
     def finish(self, context, report):
         self.report({'INFO'}, f"Walked {len(report['characters'])} character(s) for {report['frames']} frames "

@@ -3,7 +3,6 @@
 import bpy
 from bpy.props import EnumProperty, IntProperty, StringProperty
 
-from .. import jobs
 from ..optional import feature
 from .base import _JobOperator
 
@@ -38,7 +37,7 @@ class RELDESC_OT_reach(_JobOperator, bpy.types.Operator):
                                  self.frame if self.frame >= 0 else s.reach_frame,
                                  self.window if self.window >= 0 else s.reach_window,
                                  self.hold if self.hold >= 0 else s.reach_hold, database, warn=warn,
-                                 options=jobs.bake_options_from_scene(context.scene),
+                                 options={},
                                  whole_body=s.reach_whole_body if self.solve == 'PANEL' else self.solve == 'BODY')
 
     def finish(self, context, report):

@@ -3,7 +3,7 @@
 import bpy
 from bpy.props import StringProperty
 
-from .. import jobs
+from ..adapter import SceneError
 from ..optional import feature
 from .base import _JobOperator
 
@@ -26,11 +26,11 @@ class RELDESC_OT_transfer(_JobOperator, bpy.types.Operator):
         source = self.source_object or (s.transfer_from.name if s.transfer_from else "")
         target = self.target_object or (s.transfer_to.name if s.transfer_to else "")
         if not source or not target:
-            raise jobs.SceneError("pick the object the motion interacts with (From) and the object to move it to "
+            raise SceneError("pick the object the motion interacts with (From) and the object to move it to "
                                   "(To) in the Transfer panel")
         transfer = feature("transfer")
         return transfer.TransferJob(context.scene, self.get_armature(context), source, target, warn=warn,
-                                    options=jobs.bake_options_from_scene(context.scene))
+                                    options={})
 
     def finish(self, context, report):
         t = report["transfer"]

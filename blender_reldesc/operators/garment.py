@@ -1,4 +1,4 @@
-"""Garments: a mesh carried with a bound armature into every bake (``garments``)."""
+"""Garments: a mesh carried with a bound armature into every bake (``jobs.garment``)."""
 
 import bpy
 from bpy.props import StringProperty
@@ -26,7 +26,7 @@ class RELDESC_OT_bind_garment(_Target, bpy.types.Operator):
         if not name and context.active_object is not None and context.active_object.type == 'MESH':
             name = context.active_object.name
         try:
-            report = feature("garments").bind_garment(context.scene, arm, name)
+            report = feature("garment").bind_garment(context.scene, arm, name)
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}

@@ -4,7 +4,7 @@ A manifest (TOML) has one ``[[job]]`` table per job::
 
     [[job]]
     name = "shot010"
-    operation = "bake"              # a command of the CLI: bind, bake, walk, reach
+    operation = "bake"              # a command of the CLI (``commands.COMMANDS``): bind, bake, walk, ...
     file = "shots/shot010.blend"    # relative paths are relative to the manifest
     armature = "Walker"
     output = "out/shot010.blend"
@@ -33,8 +33,10 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 
-#: CLI commands a manifest job may run.
-OPERATIONS = ("bind", "bake", "walk", "reach")
+from ..commands import COMMANDS
+
+#: CLI commands a manifest job may run: every command of the table.
+OPERATIONS = tuple(COMMANDS)
 #: Job keys that are paths (relative to the manifest): inputs, then outputs.
 INPUT_KEYS = ("file", "binding")
 OUTPUT_KEYS = ("output", "report", "save_binding")
@@ -75,12 +77,8 @@ def _key_line(text, start, key):
 
 
 def _options(operation):
-    """{long option: action} of a CLI command (from the real parser)."""
-    from .cli import build_parser
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    command = sub.choices[operation]
-    return {s: a for a in command._actions for s in a.option_strings if s.startswith("--")}
+    """{long option: ``commands.Option``} of a command."""
+    return {o.long: o for o in COMMANDS[operation].options}
 
 
 def load_manifest(path):
@@ -138,8 +136,8 @@ def load_manifest(path):
             if key in OWN_KEYS:
                 continue
             flag = "--" + key.replace("_", "-")
-            action = options.get(flag)
-            if action is None:
+            option = options.get(flag)
+            if option is None:
                 known = ", ".join(sorted(o[2:].replace("-", "_") for o in options))
                 raise bad(key, f"'{key}' is not an option of {operation} (options: {known})")
             if key in INPUT_KEYS + OUTPUT_KEYS:
@@ -148,12 +146,12 @@ def load_manifest(path):
                 value = paths[key] = resolve(value)
                 (inputs if key in INPUT_KEYS else outputs).append(value)
             if isinstance(value, bool):
-                if action.nargs != 0:
+                if not option.switch:
                     raise bad(key, f"{key} takes a value, not {str(value).lower()}")
                 if value:
                     argv.append(flag)
                 continue
-            if action.nargs == 0:
+            if option.switch:
                 raise bad(key, f"{key} is a switch: write {key} = true")
             values = value if isinstance(value, list) else [value]
             if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values):
@@ -231,12 +229,11 @@ def _init_worker(queue=None, quiet=True, threads=None):
     if quiet:                       # Blender's own prints (file saved, ...) would scramble the terminal
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
-    from .spawn import let_children_import_bpy
+    from ..spawn import let_children_import_bpy
     let_children_import_bpy()          # started from a Python that imported the bpy wheel
     imported_here = "bpy" not in sys.modules
-    import bpy  # noqa: F401
-    from . import cli
-    cli._ensure_registered()
+    from ..adapter import scene        # imports bpy, once per worker
+    scene.ensure_registered()
     _STATE.update(ready=True, queue=queue, bpy_thread=threading.get_ident() if imported_here else None)
 
 
@@ -244,35 +241,31 @@ def _ready():
     return os.getpid()
 
 
-@contextlib.contextmanager
 def _progress_to(name):
-    """Route the jobs' progress (``jobs._print_progress``) to the parent's queue."""
-    from . import jobs
+    """The jobs' progress (``cli.run``'s ``progress``) sent to the parent's queue (None: printed)."""
     queue = _STATE["queue"]
-    saved = jobs._print_progress
-    if queue is not None:
-        def reporter(label):
-            def progress(done, total):
-                queue.put(("progress", name, label, done / max(total, 1)))
-                return True
-            return progress
-        jobs._print_progress = reporter
-    try:
-        yield
-    finally:
-        jobs._print_progress = saved
+    if queue is None:
+        return None
+
+    def reporter(label):
+        def progress(done, total):
+            queue.put(("progress", name, label, done / max(total, 1)))
+            return True
+        return progress
+
+    return reporter
 
 
 def execute(name, argv):
     """Run one job's command line in this worker; ``{name, status, seconds, error, pid}``."""
     if not _STATE["ready"]:
         _init_worker(quiet=False)
-    from . import cli
+    from .. import cli
     t0 = time.perf_counter()
     err, out = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), _progress_to(name):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
-            code = cli.run(list(argv))
+            code = cli.run(list(argv), progress=_progress_to(name))
         except SystemExit as e:                # never let a job end the worker
             code = e.code if isinstance(e.code, int) else 1
     return _result(name, code, err.getvalue(), t0)
@@ -290,7 +283,7 @@ def _execute_in_process(name, argv):
     """``execute`` in a fresh ``python -m blender_reldesc`` of its own (the job's prints are dropped)."""
     import subprocess
     t0 = time.perf_counter()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-m", "blender_reldesc", *argv], capture_output=True, text=True, env=env)
     return _result(name, r.returncode, r.stderr, t0)
@@ -373,7 +366,7 @@ class _LocalPool:
     def __init__(self, workers):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
-        from .spawn import let_children_import_bpy
+        from ..spawn import let_children_import_bpy
         let_children_import_bpy()          # this process may have imported the bpy wheel
         ctx = multiprocessing.get_context("spawn")
         self.manager = ctx.Manager()

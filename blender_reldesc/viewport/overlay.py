@@ -10,24 +10,24 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import adapter
+from .. import adapter
+from ..core.overlay import contact_geometry, overlay_geometry
+from . import live
 
 _handle = None
 _cache = {"key": None, "geometry": None}
 
 
 def _geometry(context):
-    from .core.overlay import overlay_geometry
-    from . import live
     scene = context.scene
     s = scene.reldesc
     arm = s.armature
-    if arm is None or adapter.stored_meta(arm) is None:
+    if arm is None or adapter.storage.stored_meta(arm) is None:
         return None
     entry = live.session_for(arm)
     bound = entry["bound"]
     depsgraph = context.evaluated_depsgraph_get()
-    verts, _, counts = adapter.read_environment(depsgraph, bound.objects, triangles=False)
+    verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     pb = getattr(context, "active_pose_bone", None)
@@ -35,7 +35,7 @@ def _geometry(context):
     sk = bound.binding.skeleton
     joint = sk.names.index(active) if active in sk.names else None
     key = (arm.name, f, joint, s.overlay_color_by, s.overlay_targets, hash(verts.tobytes()),
-           str(arm.get("reldesc_contacts", "")))
+           adapter.storage.contacts_state(arm))
     if _cache["key"] == key:
         return _cache["geometry"]
     mesh = bound.binding.mesh.with_vertices(verts)
@@ -48,9 +48,7 @@ def _geometry(context):
         solved = session.pose(f, verts)
     g = overlay_geometry(bound.binding, mesh, f, joint, influence, s.overlay_color_by, targets=targets,
                          solved=solved)
-    from .core.overlay import contact_geometry
-    from .jobs import stored_contacts
-    c = contact_geometry(stored_contacts(arm))
+    c = contact_geometry(adapter.storage.stored_contacts(arm))
     for key in ("points", "point_colors", "lines", "line_colors"):
         g[key] = np.concatenate([g[key], c[key]])
     _cache.update(key=key, geometry=g)

@@ -19,8 +19,10 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import adapter
-from .core import LiveSession, RelDescError
+from .. import adapter
+from ..core import LiveSession, RelDescError
+from ..jobs import Bound, bone_controls, contact_plan, contact_settings, read_influence
+from ..jobs.contacts import flags
 
 _sessions = {}
 last_seconds = 0.0
@@ -32,13 +34,12 @@ last_contacts = {}
 def session_for(arm, scene=None):
     """The cached stored binding and core LiveSession of ``arm`` (built on first use), and with
     the scene's *Re-position Contacts* on a ``ContactsPreview`` (``entry["contacts"]``)."""
-    from .jobs import Bound, bone_overrides, hinge_overrides
     key = arm.name
     entry = _sessions.get(key)
     if entry is None:
         bound = Bound(arm)
-        options = dict(affinity_override=bone_overrides(arm, bound) or None, bone_lengths=bound.bone_lengths()[0],
-                       hinges=hinge_overrides(arm, bound) or None)
+        overrides, hinges = bone_controls(bound)
+        options = dict(affinity_override=overrides, bone_lengths=bound.new_lengths, hinges=hinges)
         entry = {"bound": bound, "influence_dirty": True, "session": LiveSession(bound.binding, **options),
                  "contacts": None}
         settings = getattr(scene, "reldesc", None) if scene is not None else None
@@ -51,21 +52,19 @@ def session_for(arm, scene=None):
 
 def _contacts_preview(scene, arm, bound, options):
     """The ContactsPreview of the scene's contact settings and the panel's lock / ignore flags."""
-    from .core.contacts import ContactsPreview, detect_contacts
-    from .jobs import contact_settings, stored_contact_flags
-    settings = contact_settings(scene, bound)
-    flags = stored_contact_flags(arm)
-    phases = detect_contacts(bound.binding, **settings)
-    offset = int(bound.frames[0])
-    keys = [f"{p.name}:{p.start + offset}-{p.end + offset}" for p in phases]
-    locked = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[0]}
-    ignored = {i for i, k in enumerate(keys) if flags.get(k, (False, False))[1]}
-    return ContactsPreview(bound.binding, dict(settings, locked=locked, ignored=ignored), phases=phases, **options)
+    from ..core.contacts import ContactError, ContactsPreview
+    settings = contact_settings(adapter.scene.settings(scene), bound)
+    try:
+        plan = contact_plan(bound, flags(bound.contacts), False, settings)
+    except ContactError:                                  # no phase: the whole clip, without contacts
+        plan = dict(settings, reposition=False, locked=set(), ignored=set(), phases=[])
+    phases = plan.pop("phases")
+    plan.pop("reposition")
+    return ContactsPreview(bound.binding, plan, phases=phases, **options)
 
 
 def _refresh_influence(scene, entry):
     """Re-read painted influence after an edit (vertex groups need a Python loop: not every frame)."""
-    from .jobs import read_influence
     if entry["influence_dirty"]:
         influence = read_influence(scene, entry["bound"])
         entry["session"].set_influence(influence)
@@ -84,7 +83,7 @@ def pose_frame(scene, depsgraph, arm):
     entry = session_for(arm, scene)
     _refresh_influence(scene, entry)
     bound, session = entry["bound"], entry["contacts"] or entry["session"]
-    verts, _, counts = adapter.read_environment(depsgraph, bound.objects, triangles=False)
+    verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     p = session.pose(f, verts)
@@ -94,7 +93,7 @@ def pose_frame(scene, depsgraph, arm):
                                                                                   "unresolved")},
                              seconds=c.seconds)
     quats, locs = bound.pose_channels(p[None], frames=np.array([f]))
-    adapter.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
+    adapter.rig.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
     return p
 
 

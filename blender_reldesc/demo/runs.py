@@ -1,0 +1,280 @@
+"""The demo's runs: build a scene, bind, edit, bake (or walk, transfer...), render before/after,
+write demo.blend and report.json."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import bpy
+import numpy as np
+
+from .. import adapter, jobs
+from ..commands import DEMO_SCENES as SCENES
+from ..optional import feature
+from .render import _material, _render, _stage, add_stick_figure, render_before_after
+from .scenes import (BEAM_X, bend_bridge, build_ceiling_scene, build_chair_scene, build_crowd_scene,
+                     build_garment_scene, build_pair_scene, build_scene, build_stones_scene, build_transfer_scene,
+                     grow_armature, lengthen_legs, lower_beam)
+
+
+def _bind_settings(scene, arm, env):
+    """Point the scene's settings at the walker and its environment."""
+    adapter.scene.ensure_registered()
+    scene.reldesc.armature, scene.reldesc.environment = arm, env
+
+
+def _bind(scene, arm, env, body_height=None):
+    """Point the scene's settings at the walker and its environment, bind; the bind report."""
+    _bind_settings(scene, arm, env)
+    return jobs.bind_job(scene, arm, env.name, body_height)
+
+
+def _write(out_dir, report):
+    """report.json and demo.blend in ``out_dir``; returns the report."""
+    with open(os.path.join(out_dir, "report.json"), "w") as fh:
+        json.dump(report, fh, indent=1)
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")), copy=False)
+    backup = os.path.join(out_dir, "demo.blend1")
+    if os.path.exists(backup):
+        os.remove(backup)
+    return report
+
+
+def run(out_dir, frames=150, scene_name="bridge"):
+    """The main job on a generated scene; writes demo.blend, report.json, before_after.png.
+
+    scene_name : "bridge" (a walk over a bridge that sags, under a beam that is lowered),
+        "stones" (a walk over stepping stones, one of which is moved a metre sideways after
+        binding: the foot that stood on it is re-positioned onto another surface), "ceiling"
+        (a ceiling slab far above at binding is brought down over the path, 8 cm below the top
+        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9),
+        "chair" (a seated character, Fig. 12: the left armrest is taken away and the seat
+        lowered; the hand moves onto the seat, the pelvis follows the seat down), "crowd" (a
+        walk on flat ground, walked by a crowd along a curve over hills), "transfer" (sitting
+        on a chair moved onto a stool elsewhere in the room, thesis ch. 4), "pair" (two
+        characters holding hands, one grown 20 %: baked together, the hands still meet, §9) or
+        "garment" (a skirt carried onto a walk whose legs got 15 % longer, §9)."""
+    if scene_name not in SCENES:
+        raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
+    os.makedirs(out_dir, exist_ok=True)
+    if scene_name == "stones":
+        return _run_stones(out_dir)
+    if scene_name == "crowd":
+        return _run_crowd(out_dir)
+    if scene_name == "ceiling":
+        return _run_ceiling(out_dir)
+    if scene_name == "chair":
+        return _run_chair(out_dir)
+    if scene_name == "transfer":
+        return _run_transfer(out_dir)
+    if scene_name == "pair":
+        return _run_pair(out_dir)
+    if scene_name == "garment":
+        return _run_garment(out_dir)
+    scene, arm, env, bridge, beam = build_scene(frames)
+    bind_report = _bind(scene, arm, env)
+    bend_bridge(bridge)
+    lower_beam(beam)
+    bake_report = jobs.bake_job(scene, arm)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    # The frame where the head is closest to the beam.
+    head = jobs.Bound(arm).binding.motion[:, jobs.Bound(arm).binding.skeleton.index("Head")]
+    frame = int(np.argmin(np.abs(head[:, 0] - BEAM_X))) + 1
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame)
+    return _write(out_dir, report)
+
+
+def _run_stones(out_dir, frames=120):
+    """Stepping stones: bind, move the stone under the left foot's second step 1 m sideways,
+    bake with contact re-positioning, render the middle of that step before and after."""
+    scene, arm, env, stones = build_stones_scene(frames)
+    bind_report = _bind(scene, arm, env)
+    rows, _ = jobs.contacts_job(scene, arm)
+    row = next(r for r in rows if r["effector"] == "LeftFoot" and r["start"] > 30)
+    where = np.array(row["position"])
+    stone = min(stones, key=lambda ob: np.linalg.norm(np.array(ob.location)[:2] - where[:2]))
+    stone.location.y += 1.0
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    frame = (row["start"] + row["end"]) // 2
+    view = ((where[0] + 0.4, where[1] - 6.2, 2.3), (np.radians(73), 0.0, np.radians(4)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: stone moved, foot on air", "After: foot re-positioned"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="stones", moved_stone=stone.name)
+    return _write(out_dir, report)
+
+
+def _run_ceiling(out_dir, frames=120, height=1.6):
+    """The ceiling: bind with the slab far above, bring it down to ``height`` (its centre) over
+    the path, bake with contact re-positioning (the root is replanned), render the frame where
+    the hips are lowest before and after."""
+    scene, arm, env, slab = build_ceiling_scene(frames)
+    bind_report = _bind(scene, arm, env)
+    slab.location.z = height
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Walk"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    bound = jobs.Bound(arm)
+    hips = bound.binding.skeleton.index("Hips")
+    x = bound.binding.motion[:, hips, 0]
+    frame = int(np.argmin(np.abs(x - slab.location.x))) + 1
+    view = ((slab.location.x + 0.2, -6.5, 1.2), (np.radians(88), 0.0, np.radians(2)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: a ceiling brought down, head through it", "After: root replanned"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="ceiling")
+    return _write(out_dir, report)
+
+
+def _run_chair(out_dir, frames=90):
+    """The chair (Fig. 12): bind the seated clip (its body height given: sitting, the clip does
+    not show it), take the left armrest away (moved down out of sight, its painted influence 0
+    through the 'Removed' vertex group) and lower the seat 10 cm, bake with contact
+    re-positioning, render the middle frame before and after."""
+    scene, arm, env, objects = build_chair_scene(frames)
+    bind_report = _bind(scene, arm, env, body_height=1.75)
+    rest = objects["armrest.L"]
+    rest.vertex_groups.new(name="Removed")               # in the group with no vertex: influence 0
+    scene.reldesc.influence_group = "Removed"
+    rest.location.z -= 3.0
+    objects["seat"].location.z -= 0.10
+    bpy.context.view_layer.update()
+    bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
+    source = bpy.data.actions["Sit"]
+    adapted = bpy.data.actions[bake_report["action"]]
+    add_stick_figure(arm)
+    frame = frames // 2
+    view = ((1.9, 2.85, 1.5), (np.radians(76.0), 0.0, np.radians(146.9)))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: armrest gone, seat lowered", "After: hand on the seat, pelvis followed"))
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="chair")
+    return _write(out_dir, report)
+
+
+def _run_transfer(out_dir, frames=90):
+    """Transfer (thesis ch. 4): a character sitting on a chair (seat, back, legs as vertex
+    groups), the sitting moved onto a stool (seat, legs) elsewhere in the room; render a frame
+    before and after."""
+    transfer_job = feature("transfer").transfer_job
+    scene, arm, env = build_transfer_scene(frames, target="stool", at=(1.6, 0.8))
+    bind_report = _bind(scene, arm, env)
+    report = transfer_job(scene, arm, "Chair", "Stool")
+    source = bpy.data.actions["Sit"]
+    adapted = bpy.data.actions[report["action"]]
+    add_stick_figure(arm)
+    frame = frames // 2
+    view = ((0.8, -5.5, 1.4), (np.radians(82), 0.0, 0.0))
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: sitting on the chair", "After: transferred to the stool"))
+    return _write(out_dir, dict(report, bind=bind_report, render_frame=frame, scene="transfer"))
+
+
+def _run_crowd(out_dir, count=9, spacing=0.9):
+    """A crowd of ``count`` walkers along a curve over hills, from one walk on flat ground;
+    renders the middle frame from above the path."""
+    walking = feature("locomotion")
+    scene, arm, env, curve = build_crowd_scene()
+    adapter.scene.ensure_registered()
+    add_stick_figure(arm)
+    report = walking.walk_job(scene, arm, env.name, path=curve.name, crowd=count, spacing=spacing)
+    arm.hide_render = True
+    for ob in bpy.data.objects:
+        if ob.parent == arm:
+            ob.hide_render = True
+    curve.hide_render = True
+    frame = report["frame_start"] + report["frames"] // 2
+    _stage(scene, ((8.0, -13.0, 7.5), (np.radians(62), 0.0, np.radians(8))), 30, (960, 540))
+    scene.frame_set(frame)
+    _render(scene, os.path.abspath(os.path.join(out_dir, "crowd.png")))
+    report = dict(report, scene="crowd", render_frame=frame)
+    return _write(out_dir, report)
+
+
+def _run_pair(out_dir, frames=90, grow=1.2):
+    """Two characters holding hands, bound together; the partner grown ``grow`` times (its
+    bones); both baked together; the middle frame rendered before (the sources: the hands
+    apart) and after (the hands meet)."""
+    PartnersBindJob = feature("partners").PartnersBindJob
+    scene, lead, partner, env = build_pair_scene(frames)
+    _bind_settings(scene, lead, env)
+    bind_report = PartnersBindJob(scene, lead, env.name, [partner.name]).run()
+    grow_armature(partner, grow)
+    scene.frame_set(1)
+    bake_report = jobs.bake_job(scene, lead)
+    other = bake_report["partners"][0]
+    add_stick_figure(lead)
+    add_stick_figure(partner, color=(0.2, 0.45, 0.8))
+    frame = frames // 2
+    gaps = {}
+    for tag, (a, b) in (("source", ("HoldLead", "HoldPartner")), ("adapted", (bake_report["action"], other["action"]))):
+        for ob, name in ((lead, a), (partner, b)):
+            adapter.assign_action(ob, bpy.data.actions[name])
+            ob.animation_data.action_slot = bpy.data.actions[name].slots[0]
+        scene.frame_set(frame)
+        p = (np.array(lead.matrix_world) @ np.r_[lead.pose.bones["RightHand"].head, 1.0])[:3]
+        q = (np.array(partner.matrix_world) @ np.r_[partner.pose.bones["LeftHand"].head, 1.0])[:3]
+        gaps[tag] = float(np.linalg.norm(p - q))
+    view = ((0.0, -4.2, 1.25), (np.radians(88), 0.0, 0.0))
+    render_before_after(scene, lead, bpy.data.actions["HoldLead"], bpy.data.actions[bake_report["action"]], frame,
+                        os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: partner grown 20 %, hands apart", "After: baked together, hands meet"),
+                        others=[(partner, bpy.data.actions["HoldPartner"], bpy.data.actions[other["action"]])])
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="pair",
+                  hands_apart_at_render_frame=gaps)
+    return _write(out_dir, report)
+
+
+def _run_garment(out_dir, frames=60, legs=1.15):
+    """A skirt on a walk: bind, bind the skirt as a garment, lengthen the legs ``legs`` times,
+    bake; the skirt is carried (a PC2 point cache and a Mesh Cache modifier); the middle frame
+    rendered before (the source walk on the longer legs, the skirt skinned to the hips) and
+    after."""
+    garments = feature("garment")
+    scene, arm, skirt, env = build_garment_scene(frames, rings=30, around=64)
+    # Saved first: the bake writes the point cache beside the .blend (an unsaved file's would
+    # go to the temporary folder, and demo.blend would point there).
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
+    bind_report = _bind(scene, arm, env)
+    garment_report = garments.bind_garment(scene, arm, skirt.name)
+    lengthen_legs(arm, legs)
+    scene.frame_set(1)
+    bake_report = jobs.bake_job(scene, arm)
+    add_stick_figure(arm)
+    skirt.data.materials.append(_material("Skirt", (0.25, 0.55, 0.35)))
+    frame = frames // 2
+    hips = jobs.Bound(arm).binding.motion[frame - 1, jobs.Bound(arm).binding.skeleton.index("Hips")]
+    view = ((hips[0], -4.6, 0.9), (np.radians(90), 0.0, 0.0))
+    render_before_after(scene, arm, bpy.data.actions["Walk"], bpy.data.actions[bake_report["action"]], frame,
+                        os.path.join(out_dir, "before_after.png"), view,
+                        ("Before: legs 15 % longer, skirt skinned", "After: walk adapted, skirt carried"),
+                        after_only=[skirt.modifiers[adapter.pointcache.MODIFIER]])
+    # What the render shows, measured: the skirt as it plays (the point cache) against the
+    # source's (skinned, the source walk) at the render frame.
+    mod = skirt.modifiers[adapter.pointcache.MODIFIER]
+    shown = {}
+    for tag, action, on in (("source", bpy.data.actions["Walk"], False),
+                            ("carried", bpy.data.actions[bake_report["action"]], True)):
+        adapter.assign_action(arm, action)
+        arm.animation_data.action_slot = action.slots[0]
+        mod.show_viewport = on
+        scene.frame_set(frame)
+        ev = skirt.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        co = np.empty(len(ev.data.vertices) * 3)
+        ev.data.vertices.foreach_get("co", co)
+        shown[tag] = co.reshape(-1, 3) @ np.array(skirt.matrix_world)[:3, :3].T + np.array(skirt.matrix_world)[:3, 3]
+    mod.show_viewport = True
+    edges = np.array([e.vertices[:] for e in skirt.data.edges])
+    length = {k: np.linalg.norm(v[edges[:, 1]] - v[edges[:, 0]], axis=1) for k, v in shown.items()}
+    report = dict(bake_report, bind=bind_report, garment=garment_report, render_frame=frame, scene="garment",
+                  skirt_rise=float((shown["carried"][:, 2] - shown["source"][:, 2]).mean()),
+                  edge_change_max=float(np.abs(length["carried"] / length["source"] - 1.0).max()))
+    return _write(out_dir, report)
+

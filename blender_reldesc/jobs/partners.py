@@ -1,0 +1,147 @@
+"""Partners: other armatures bound with a character (seed 000 §9).
+
+Binding a character with partners binds each of them with the same environment too (each
+binding stored on its own armature) and records the group on every one of them; baking any
+of them then adapts the whole group together (``core.characters``) and writes
+``<action>.adapted`` for each, never touching the sources (``Together``, a bake stage).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import adapter
+from ..adapter import SceneError
+from ..core.characters import adapt_partners, bind_partners
+from ..core.contacts import ContactError
+from .base import print_progress
+from .bind_bake import BakeJob, BindJob
+from .contacts import contact_plan, rows
+
+
+class PartnersBindJob:
+    """Bind a character and its partners with one environment (``BindJob`` each), then record the
+    group and each body's measured thickness on each armature."""
+
+    label = "bind"
+
+    def __init__(self, scene, arm, environment, partners, body_height=0.0, radius_factor=0.5, warn=print,
+                 bone_set="DEFORM"):
+        self.arm = arm
+        self.others = adapter.scene.partner_objects(arm, partners)
+        self.jobs = [BindJob(scene, ob, environment, body_height, radius_factor, warn, bone_set)
+                     for ob in [arm] + self.others]
+
+    def read(self):
+        for job in self.jobs:
+            job.read()
+        first = self.jobs[0]
+        for job in self.jobs[1:]:
+            if len(job.frames) != len(first.frames) or job.frames[0] != first.frames[0]:
+                raise SceneError(f"'{job.arm.name}' plays frames {job.frames[0]}-{job.frames[-1]} and "
+                                 f"'{first.arm.name}' {first.frames[0]}-{first.frames[-1]}: partners must play "
+                                 "the same frames (set their actions' frame ranges alike)")
+        for job in self.jobs:
+            job.capsule_radii = adapter.skin.measure_radii(job.arm, job.skeleton)
+
+    def compute(self, progress=None):
+        n = len(self.jobs)
+        for k, job in enumerate(self.jobs):
+            job.compute(None if progress is None else (lambda d, t, k=k: progress(k * t + d, n * t)))
+
+    def write(self):
+        group = [job.arm.name for job in self.jobs]
+        reports = []
+        for job in self.jobs:
+            job.partners = [name for name in group if name != job.arm.name]
+            reports.append(job.write())
+        report = dict(reports[0])
+        report["partners"] = [dict(armature=j.arm.name, action=r["action"], descriptors=r["descriptors"])
+                              for j, r in zip(self.jobs[1:], reports[1:])]
+        return report
+
+    def run(self, progress=None):
+        self.read()
+        self.compute(progress or print_progress(self.label))
+        return self.write()
+
+
+class Together:
+    """The bake stage of a character bound with partners: each partner read as a bake of its own
+    (its binding, environment, bone lengths and controls), the group adapted together, each
+    partner's keys written after the character's."""
+
+    def __init__(self, job):
+        names = job.bound.meta.get("partners") or []
+        self.jobs = [job]
+        for name in names:
+            ob = adapter.scene.find_object(name)
+            if ob is None or ob.type != 'ARMATURE':
+                raise SceneError(f"partner '{name}' of '{job.arm.name}' is gone: re-bind without it, or bring it back")
+            other = BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=job.reposition_contacts,
+                            options=job.options, solver="descriptors")
+            other.in_group = True                       # its own partners are this group: not read again
+            try:
+                other.read()
+            except SceneError as e:
+                raise SceneError(f"partner '{name}': {e}") from None
+            if len(other.bound.frames) != len(job.bound.frames):
+                raise SceneError(f"partner '{name}' was bound with other frames than '{job.arm.name}': re-bind "
+                                 "them together")
+            self.jobs.append(other)
+        # The bodies' thickness now, read here on the main thread: the compute runs on a worker
+        # thread, where Blender's data must not be touched.
+        self.measured = [adapter.skin.measure_radii(j.arm, j.bound.binding.skeleton) for j in self.jobs]
+
+    def solve(self, job, progress=None):
+        """Adapt the group together; each job gets its ``result``, ``outcomes`` and contact rows."""
+        group = self.jobs
+        bindings = [j.bound.binding for j in group]
+        if len({b.frame_count for b in bindings}) != 1:
+            raise SceneError("the partners' bindings have different frame counts: re-bind them together")
+        # Capsules: as measured at bind (the source's), and now where the body changed thickness
+        # (its mesh or a bone's radius edited); unchanged, the bone lengths' scale applies.
+        then, now = [], []
+        for j, measured in zip(group, self.measured):
+            stored = j.bound.meta.get("capsule_radii")
+            source = measured if stored is None or len(stored) != len(measured) else \
+                np.array([r if r >= 0 else np.nan for r in stored], float)
+            then.append(source)
+            same = np.isnan(source) == np.isnan(measured)
+            changed = not same.all() or np.nanmax(np.abs(np.nan_to_num(source) - np.nan_to_num(measured)),
+                                                    initial=0.0) > 1e-3
+            now.append(measured if changed else None)
+        relations = bind_partners(bindings, radii=then)
+        per = [dict(affinity_override=j.overrides, vertex_influence=j.influence, hinges=j.hinges) for j in group]
+        # Contacts checked (and, with Re-position Contacts, re-positioned) in the last round, with
+        # the partners' targets: each character's own settings and flags.
+        plans = []
+        for j in group:
+            try:
+                plans.append(contact_plan(j.bound, j.flags, j.reposition_contacts, j.contact_settings))
+            except ContactError as e:
+                if j.reposition_contacts:
+                    raise SceneError(f"'{j.name}': cannot re-position contacts: {e}") from None
+                j.warn(f"'{j.name}': contacts not checked: {e}")
+                plans.append(None)
+        outcomes = [None] * len(group)
+        results = adapt_partners(bindings, [j.mesh for j in group], relations, radii=now,
+                                 bone_lengths=[j.bone_lengths for j in group], per_character=per, progress=progress,
+                                 contacts=plans, outcomes=outcomes)
+        for j, r, o in zip(group, results, outcomes):
+            j.result, j.outcomes = r, o
+            if o is not None:
+                j.rows, j.contact_counts = rows(o, j.bound, j.mesh, j.flags)
+
+    def compute(self, job, progress=None):
+        for j in self.jobs[1:]:                         # the partners' own stages (their garments)
+            for stage in j.stages:
+                stage.compute(j, None)
+
+    def write(self, job, report):
+        report["partners"] = []
+        for j in self.jobs[1:]:
+            r = j.write()
+            report["partners"].append(dict(armature=j.arm.name, **{k: r[k] for k in ("action", "source", "frames")}))
+            if "garments" in r:
+                report["garments"] = report.get("garments", []) + r["garments"]

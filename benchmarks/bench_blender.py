@@ -23,7 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import blender_reldesc  # noqa: E402
-from blender_reldesc import demo, jobs, live  # noqa: E402
+from blender_reldesc import demo, jobs  # noqa: E402
+from blender_reldesc.viewport import live  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
@@ -120,7 +121,8 @@ def key_rows(label, scene, arm):
     for name, opts in KEY_OPTIONS:
         job.options = jobs.BakeOptions(**opts).checked(job.bound.frames)
         t0 = time.perf_counter()
-        plan = job._plan_keys()
+        job.plan_keys()
+        plan = job.plan
         rows.append((label, name, plan["per_frame"], plan["keys"], plan["keys"] / plan["per_frame"],
                      1000 * plan["deviation"], time.perf_counter() - t0))
     return rows

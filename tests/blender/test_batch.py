@@ -260,3 +260,51 @@ def test_a_job_saves_over_its_input_only_when_it_says_so(shots, tmp_path):
     r = run("batch", str(path), "--workers", "1")
     assert r.returncode == 2 and "would save over its input file" in r.stderr
     assert os.path.getmtime(tmp_path / "mine.blend") == stamp
+
+
+def test_a_manifest_runs_every_command_of_the_table(tmp_path):
+    # Transfer, contacts and garments were commands of the operators only; now every job is a
+    # command, and a manifest runs any of them, each waiting for the file it reads.
+    code = textwrap.dedent(f"""
+        import bpy, os
+        from blender_reldesc import demo
+        demo.build_transfer_scene(frames=20, target="stool", at=(1.6, 0.8))
+        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / 'sit.blend')!r})
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=ENV, capture_output=True, timeout=300)
+    path = tmp_path / "all.toml"
+    path.write_text(textwrap.dedent("""
+        [[job]]
+        name = "bind"
+        operation = "bind"
+        file = "sit.blend"
+        armature = "Walker"
+        environment = "Environment"
+        output = "bound.blend"
+
+        [[job]]
+        name = "contacts"
+        operation = "detect-contacts"
+        file = "bound.blend"
+        armature = "Walker"
+        output = "contacts.blend"
+        report = "contacts.json"
+
+        [[job]]
+        name = "stool"
+        operation = "transfer"
+        file = "contacts.blend"
+        armature = "Walker"
+        source = "Chair"
+        target_object = "Stool"
+        output = "stool.blend"
+        report = "stool.json"
+    """).replace('source = "Chair"', 'from = "Chair"').replace('target_object = "Stool"', 'to = "Stool"'))
+    summary = tmp_path / "summary.json"
+    r = run("batch", str(path), "--workers", "1", "--summary", str(summary))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [j["status"] for j in json.loads(summary.read_text())["jobs"]] == ["ok", "ok", "ok"]
+    assert json.loads((tmp_path / "contacts.json").read_text())["contacts"]
+    transfer = json.loads((tmp_path / "stool.json").read_text())
+    assert transfer["action"] == "Sit.adapted" and transfer["transfer"]["target"] == "Stool"

@@ -105,7 +105,8 @@ def test_rewritten_channels_keep_scale_euler_turns_and_custom_properties(rich, m
     pi), scale stays the source's, custom properties play at half frames too."""
     frames, tol = np.arange(1.0, 41.0), 1e-5
     scene, arm, source, before = rich
-    monkeypatch.setattr(jobs, "UNCHANGED", -1.0)
+    from blender_reldesc.jobs import keys
+    monkeypatch.setattr(keys, "UNCHANGED", -1.0)
     report = jobs.bake_job(scene, arm, options=jobs.BakeOptions(interpolation=interpolation))
     assert report["keys"]["curves_kept_from_source"] == 0
     idx = np.searchsorted(HALF_FRAMES, frames)

@@ -74,6 +74,12 @@ def test_bind_then_bake_with_report(scene_file, tmp_path):
     (("bake", "{scene}", "--armature", "Walker", "--solver", "fem"), 2, "choose from 'descriptors', 'interaction_mesh'"),
     (("bind", "{scene}", "--armature", "Walker", "--environment", "Environment", "-o", "/no/such/dir/x.blend"), 1,
      "does not exist"),
+    (("detect-contacts", "{scene}", "--armature", "Walker"), 1, "not bound"),
+    (("reposition-contacts", "{scene}", "--armature", "Walker"), 1, "not bound"),
+    (("bind-garment", "{scene}", "--armature", "Walker", "--garment", "Beam"), 1, "not bound"),
+    (("bind-garment", "{scene}", "--armature", "Walker"), 2, "--garment"),
+    (("unbind", "{scene}", "--armature", "Walker"), 1, "not bound: nothing to unbind"),
+    (("use-source", "{scene}", "--armature", "Walker"), 1, "not bound"),
 ])
 def test_failures_exit_non_zero_with_one_line(scene_file, args, code, message):
     before = os.path.getmtime(scene_file)
@@ -83,6 +89,46 @@ def test_failures_exit_non_zero_with_one_line(scene_file, args, code, message):
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert "Traceback" not in r.stderr
     assert os.path.getmtime(scene_file) == before            # a failed run never saves
+
+
+def test_every_operator_job_has_its_command_named_as_the_operator(scene_file, tmp_path):
+    # Contacts, garments, unbind and use-source, headless: each reads the file, changes what its
+    # operator changes and saves.
+    from blender_reldesc.commands import COMMANDS
+    assert {c.operator for c in COMMANDS.values()} >= {
+        "reldesc.bind", "reldesc.bake", "reldesc.walk", "reldesc.reach", "reldesc.transfer", "reldesc.bind_garment",
+        "reldesc.detect_contacts", "reldesc.reposition_contacts", "reldesc.unbind", "reldesc.use_source"}
+    for c in COMMANDS.values():
+        assert c.name == c.operator.split(".")[1].replace("_", "-"), c.name
+    bound = tmp_path / "bound.blend"
+    assert run("bind", str(scene_file), "--armature", "Walker", "--environment", "Environment",
+               "-o", str(bound)).returncode == 0
+    report = tmp_path / "contacts.json"
+    r = run("detect-contacts", str(bound), "--armature", "Walker", "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    assert data["contacts"] and sum(data["contact_counts"].values()) == len(data["contacts"])
+    assert f"{len(data['contacts'])} contact phases of 'Walker'" in r.stdout
+    r = run("reposition-contacts", str(bound), "--armature", "Walker", "--report", str(report))
+    assert r.returncode == 0 and json.loads(report.read_text())["repositioned"] is True, r.stderr
+    code = ("import bpy, json, sys; bpy.ops.wm.open_mainfile(filepath=sys.argv[1]); "
+            "from blender_reldesc.adapter import storage; ob = bpy.data.objects['Walker']; "
+            "print(json.dumps([len(storage.stored_contacts(ob)), storage.stored_meta(ob) is not None, "
+            "ob.animation_data.action.name])); import os; sys.stdout.flush(); os._exit(0)")
+
+    def state(path):
+        r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    assert state(bound) == [len(data["contacts"]), True, "Walk"]          # saved in place, the rows stored
+    assert run("bake", str(bound), "--armature", "Walker").returncode == 0
+    assert state(bound)[2] == "Walk.adapted"
+    r = run("use-source", str(bound), "--armature", "Walker")
+    assert r.returncode == 0 and "plays 'Walk' again" in r.stdout, r.stderr
+    assert state(bound)[2] == "Walk"
+    r = run("unbind", str(bound), "--armature", "Walker")
+    assert r.returncode == 0 and state(bound)[1] is False, r.stderr
 
 
 def test_blender_command_entry_point(scene_file, tmp_path):

@@ -119,7 +119,7 @@ def test_contact_settings_errors_are_clear_and_change_nothing(tmp_path):
 
 
 def test_live_preview_with_contacts_shows_the_bake():
-    from blender_reldesc import live
+    from blender_reldesc.viewport import live
     scene, arm, env, stones = demo.build_stones_scene(frames=90)
     scene.reldesc.armature, scene.reldesc.environment = arm, env
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}

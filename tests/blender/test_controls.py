@@ -5,7 +5,8 @@ import pytest
 
 import bpy
 
-from blender_reldesc import adapter, demo, jobs, live
+from blender_reldesc import adapter, demo, jobs
+from blender_reldesc.viewport import live
 
 from blender_helpers import heads_over_frames
 
@@ -124,7 +125,7 @@ def test_report_arrays_have_one_value_per_frame(scene):
 
 
 def test_overlay_handler_exists_only_while_enabled_and_builds_its_arrays(scene):
-    from blender_reldesc import overlay
+    from blender_reldesc.viewport import overlay
     scene, arm, env, bridge, beam = scene
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
     assert overlay._handle is None

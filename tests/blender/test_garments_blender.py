@@ -6,7 +6,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from blender_reldesc import demo, garments  # noqa: E402
+from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core.garment import mesh_edges, read_pc2  # noqa: E402
 
 
@@ -25,11 +25,11 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
     before = skirt.data.vertices[0].co.copy()
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
-    assert garments.garment_names(arm) == ["Skirt"]
+    assert adapter.storage.garment_names(arm) == ["Skirt"]
     source = [_evaluated(skirt, scene, f) for f in (1, 15, 30)]
     demo.lengthen_legs(arm, 1.15)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    mod = skirt.modifiers[garments.MODIFIER]
+    mod = skirt.modifiers[adapter.pointcache.MODIFIER]
     assert mod.type == 'MESH_CACHE' and mod.cache_format == 'PC2'
     cached, start, _ = read_pc2(bpy.path.abspath(mod.filepath))
     assert start == 1.0 and cached.shape[0] == 30
@@ -60,7 +60,7 @@ def test_bad_garments_say_why():
     skirt.location.z += 5.0
     with pytest.raises(RuntimeError, match="near it"):
         bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt")
-    assert garments.garment_names(arm) == []
+    assert adapter.storage.garment_names(arm) == []
 
 
 def test_command_line_bind_with_a_garment(tmp_path):
@@ -85,6 +85,13 @@ def test_command_line_bind_with_a_garment(tmp_path):
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "Skirt.reldesc.pc2").exists()
+    # The operator's own command: bind-garment (the same garment again: recorded once).
+    again = subprocess.run(cli + ["bind-garment", str(path), "--armature", "Walker", "--garment", "Skirt"], cwd=root,
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "'Skirt' (" in again.stdout, again.stderr
+    bad = subprocess.run(cli + ["bind-garment", str(path), "--armature", "Walker", "--garment", "Walker"], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "not a mesh" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_a_garment_whose_object_moves_plays_back_where_it_was_carried(tmp_path):
@@ -105,7 +112,7 @@ def test_a_garment_whose_object_moves_plays_back_where_it_was_carried(tmp_path):
     source = bpy.data.actions["Walk"]
     from blender_reldesc import adapter
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    mod = skirt.modifiers[garments.MODIFIER]
+    mod = skirt.modifiers[adapter.pointcache.MODIFIER]
     played = {f: _evaluated(skirt, scene, f) for f in (1, 10, 20)}
     mod.show_viewport = False
     adapter.assign(arm, source, adapter.armature_slot(arm, source))
@@ -127,7 +134,7 @@ def test_a_rebake_reuses_the_garments_binding_until_the_garment_changes(tmp_path
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
     demo.lengthen_legs(arm, 1.15)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    path = bpy.path.abspath(skirt.modifiers[garments.MODIFIER].filepath)
+    path = bpy.path.abspath(skirt.modifiers[adapter.pointcache.MODIFIER].filepath)
     first = read_pc2(path)[0]
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     np.testing.assert_array_equal(read_pc2(path)[0], first)

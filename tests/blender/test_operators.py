@@ -5,7 +5,8 @@ import pytest
 
 import bpy
 
-from blender_reldesc import adapter, jobs, live
+from blender_reldesc import adapter, jobs
+from blender_reldesc.viewport import live
 from blender_reldesc.core import adapt
 
 from blender_helpers import fcurve_snapshot, heads_over_frames

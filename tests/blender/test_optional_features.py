@@ -16,13 +16,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CASES = {
     "transfer": ("core.transfer", "transfer(armature='Walker', source_object='Deck', target_object='Beam')",
                  "RELDESC_PT_transfer", ["transfer", "--armature", "Walker", "--from", "Deck", "--to", "Beam"]),
-    "walking": ("core.locomotion", "walk(armature='Walker', path='Path', terrain='Environment')",
+    "locomotion": ("core.locomotion", "walk(armature='Walker', path='Path', terrain='Environment')",
                 "RELDESC_PT_locomotion", ["walk", "--armature", "Walker", "--terrain", "Environment",
                                           "--path", "Path"]),
     "reaching": ("core.reaching", "reach(armature='Walker', hand='hand.L', target='Target', frame=5)",
                  "RELDESC_PT_reaching", ["reach", "--armature", "Walker", "--hand", "hand.L", "--target",
                                          "Target", "--frame", "5"]),
-    "garments": ("core.garment", "bind_garment(armature='Walker', garment='Beam')",
+    "garment": ("core.garment", "bind_garment(armature='Walker', garment='Beam')",
                  None, ["bind", "--armature", "Walker", "--garment", "Beam"]),
     "partners": ("core.characters", "bind(armature='Walker', environment='Environment', partners='Other')",
                  None, ["bind", "--armature", "Walker", "--environment", "Environment", "--partners", "Other"]),
@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent('''
     assert "Walk.adapted" in bpy.data.actions
     bpy.ops.wm.save_as_mainfile(filepath=blend)
 
-    down = {feature} | ({"garments"} if broken_module == "core.characters" else set())    # garments use capsules
+    down = {feature} | ({"garment"} if broken_module == "core.characters" else set())    # garments use capsules
     for other in optional.FEATURES:
         assert (optional.unavailable(other) is None) == (other not in down), other
     actions, meta = sorted(a.name for a in bpy.data.actions), dict(arm.data.items())
@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent('''
     assert "blender_reldesc." + broken_module in message, message
     assert sorted(a.name for a in bpy.data.actions) == actions and dict(arm.data.items()).keys() == meta.keys()
 
-    if feature == "garments":
+    if feature == "garment":
         # A file whose armature carries a garment, baked where garments cannot load: the bake
         # refuses before writing anything (the garment's cache would not match the new action).
         from blender_reldesc import adapter
@@ -87,7 +87,8 @@ SCRIPT = textwrap.dedent('''
             def prop_search(self, *args, **kwargs): pass
             def operator(self, *args, **kwargs): return types.SimpleNamespace()
         layout = Layout()
-        getattr(panels, panel).draw(types.SimpleNamespace(layout=layout), bpy.context)
+        drawn = next(c for c in panels.classes if c.__name__ == panel)
+        drawn.draw(types.SimpleNamespace(layout=layout), bpy.context)
         assert optional.FEATURES[feature] + " is unavailable" in " ".join(layout.text), layout.text
 
     err = io.StringIO()

@@ -113,14 +113,14 @@ def _skin(arm, radius):
 def test_capsules_come_from_the_skinned_mesh_or_a_bone_property():
     # The issue: a partner's capsule radius is the mean distance of the bone's weighted
     # vertices when it has a skinned mesh, else a share of the bone's length, editable per bone.
-    from blender_reldesc import partners
+    from blender_reldesc import adapter
     from blender_reldesc.core.skeleton.armature import joint_layout
     scene, lead, partner, env = demo.build_pair_scene(frames=20)
     _skin(partner, 0.07)
-    partner.pose.bones["Head"][partners.RADIUS_PROPERTY] = 0.11
+    partner.pose.bones["Head"][adapter.skin.RADIUS_PROPERTY] = 0.11
     rig = adapter.read_rig(partner)
     skeleton, _, _ = joint_layout(rig.names, rig.parents)
-    radii = partners.capsule_radii(partner, skeleton)
+    radii = adapter.skin.measure_radii(partner, skeleton)
     names, parents = skeleton.names, skeleton.parents
     by_bone = {names[parents[j]]: radii[j] for j in range(len(names)) if parents[j] >= 0}
     assert by_bone["Head"] == pytest.approx(0.11)
@@ -128,7 +128,7 @@ def test_capsules_come_from_the_skinned_mesh_or_a_bone_property():
     assert len(measured) >= 10 and np.allclose(measured, 0.07, atol=0.012)
     # Without a mesh: unknown (NaN), the core's share of the bone length applies.
     lead_rig = adapter.read_rig(lead)
-    assert np.isnan(partners.capsule_radii(lead, joint_layout(lead_rig.names, lead_rig.parents)[0])).all()
+    assert np.isnan(adapter.skin.measure_radii(lead, joint_layout(lead_rig.names, lead_rig.parents)[0])).all()
     # Bound together: the partner's measured radii are kept with its binding, and the bake runs.
     assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
     stored = adapter.stored_meta(partner)["capsule_radii"]

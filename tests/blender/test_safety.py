@@ -119,19 +119,41 @@ def test_the_compute_phase_touches_no_bpy(scene, monkeypatch):
     state = _WorkerState()
     job = jobs.BakeJob(scene, arm, warn=state.warnings.append)
     job.read()
-    _poison_bpy(monkeypatch)
+    _poison_bpy(monkeypatch, job)
     compute_in_worker(job, state)
     assert state.error is None and state.fraction > 0.9
     monkeypatch.undo()
     assert job.write()["frames"] == 40
 
 
-def _poison_bpy(monkeypatch):
-    """Every Blender-side module's bpy fails when touched (the compute runs on a worker thread)."""
+def _poison_bpy(monkeypatch, job=None):
+    """Every Blender-side module's bpy fails when touched (the compute runs on a worker thread),
+    and so does every Blender datablock the job (its stages, its partners' jobs, what they hold)
+    keeps from its read: an armature's ``name`` read on the worker thread is a bpy access too."""
     import sys
     for name, module in list(sys.modules.items()):
         if name.startswith("blender_reldesc.") and getattr(module, "bpy", None) is bpy:
             monkeypatch.setattr(module, "bpy", _Poison())
+    seen = set()
+
+    def visit(obj):
+        if id(obj) in seen or not type(obj).__module__.startswith("blender_reldesc"):
+            return
+        seen.add(id(obj))
+        for key, value in list(vars(obj).items()):
+            if isinstance(value, bpy.types.bpy_struct):
+                monkeypatch.setattr(obj, key, _Poison())
+            elif isinstance(value, (list, tuple)):
+                if any(isinstance(v, bpy.types.bpy_struct) for v in value):
+                    monkeypatch.setattr(obj, key, type(value)(_Poison() if isinstance(v, bpy.types.bpy_struct)
+                                                              else v for v in value))
+                for v in value:
+                    visit(v)
+            elif hasattr(value, "__dict__"):
+                visit(value)
+
+    if job is not None:
+        visit(job)
 
 
 def _pair_bake():
@@ -142,16 +164,16 @@ def _pair_bake():
 
 
 def _walk():
-    from blender_reldesc import walking
+    from blender_reldesc.jobs import locomotion
     scene, arm, env, curve = demo.build_crowd_scene(frames=40, size=(14.0, 10.0), cells=(70, 50))
     t = np.linspace(0.0, 1.0, 30)
     path = demo.curve_object("Short", np.c_[5.0 * t, np.sin(np.pi * t), np.zeros_like(t)], scene.collection)
-    return walking.WalkJob(scene, arm, env.name, path.name, crowd=2, spacing=1.0), \
+    return locomotion.WalkJob(scene, arm, env.name, path.name, crowd=2, spacing=1.0), \
         lambda report: len(report["characters"]) == 2
 
 
 def _reach():
-    from blender_reldesc import reaching
+    from blender_reldesc.jobs import reaching
     scene, arm, env, bridge, beam = demo.build_scene(frames=40, deck_cells=(40, 8))
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     bound = jobs.Bound(arm)
@@ -164,13 +186,35 @@ def _reach():
 
 
 def _transfer():
-    from blender_reldesc import transfer
+    from blender_reldesc.jobs import transfer
     scene, arm, env = demo.build_transfer_scene(frames=20, target="stool", at=(1.6, 0.8))
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     return transfer.TransferJob(scene, arm, "Chair", "Stool"), lambda report: report["action"] == "Sit.adapted"
 
 
-@pytest.mark.parametrize("make", [_pair_bake, _walk, _reach, _transfer], ids=["partners", "walk", "reach", "transfer"])
+def _garment_bake():
+    scene, arm, skirt, env = demo.build_garment_scene(frames=12)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    demo.lengthen_legs(arm, 1.15)
+    return jobs.BakeJob(scene, arm), lambda report: [g["garment"] for g in report["garments"]] == ["Skirt"]
+
+
+def _plain_bake():
+    scene, arm, env, bridge, beam = demo.build_scene(frames=30, deck_cells=(30, 6))
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    demo.lower_beam(beam)
+    return jobs.BakeJob(scene, arm), lambda report: report["action"] == "Walk.adapted"
+
+
+def _contacts():
+    scene, arm, env, stones = demo.build_stones_scene(frames=60)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    return jobs.ContactsJob(scene, arm), lambda report: len(report["contacts"]) > 0
+
+
+@pytest.mark.parametrize("make", [_plain_bake, _pair_bake, _garment_bake, _walk, _reach, _transfer, _contacts],
+                         ids=["bake", "partners", "garments", "walk", "reach", "transfer", "contacts"])
 def test_no_compute_phase_touches_bpy(make, monkeypatch):
     # Every job kind the operators run modally: read on the main thread, compute on a worker
     # thread with no Blender data, write on the main thread.
@@ -178,7 +222,7 @@ def test_no_compute_phase_touches_bpy(make, monkeypatch):
     state = _WorkerState()
     job.warn = state.warnings.append
     job.read()
-    _poison_bpy(monkeypatch)
+    _poison_bpy(monkeypatch, job)
     compute_in_worker(job, state)
     assert state.error is None, state.error
     monkeypatch.undo()

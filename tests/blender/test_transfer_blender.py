@@ -107,13 +107,13 @@ def test_the_transfer_panel_runs_the_operator_on_its_objects():
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     log = []
     panel = type("P", (), {"layout": _Layout(log)})()
-    panels.RELDESC_PT_transfer.draw(panel, bpy.context)
+    panels.transfer.RELDESC_PT_transfer.draw(panel, bpy.context)
     assert ("operator", "reldesc.transfer", False) in log           # nothing picked yet
     with pytest.raises(RuntimeError, match="pick the object"):
         bpy.ops.reldesc.transfer(armature="Walker")
     scene.reldesc.transfer_from, scene.reldesc.transfer_to = bpy.data.objects["Chair"], bpy.data.objects["Stool"]
     log.clear()
-    panels.RELDESC_PT_transfer.draw(panel, bpy.context)
+    panels.transfer.RELDESC_PT_transfer.draw(panel, bpy.context)
     assert ("operator", "reldesc.transfer", True) in log
     assert ("label", "Parts: legs, seat") in log
     assert bpy.ops.reldesc.transfer(armature="Walker") == {'FINISHED'}
@@ -123,7 +123,7 @@ def test_the_transfer_panel_runs_the_operator_on_its_objects():
 def test_parts_labelled_by_face_attributes_are_shared():
     # Without vertex groups, boolean face attributes named alike label the parts ("seat",
     # "legs"); Blender's own face flags (hidden, selected, sharp) are not labels.
-    from blender_reldesc import transfer
+    from blender_reldesc.jobs import transfer
     scene, arm, env = demo.build_transfer_scene(frames=20, target="stool", at=(1.6, 0.8))
     for name in ("Chair", "Stool"):
         ob = bpy.data.objects[name]

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from .core.solvers.interaction_mesh import SOLVERS
+from .optional import feature
 
 #: ``demo --scene`` choices (``demo.run``).
 DEMO_SCENES = ("bridge", "stones", "ceiling", "chair", "crowd", "transfer", "pair", "garment")
@@ -103,7 +104,6 @@ def bind_job(scene, arm, environment, partners=(), body_height=0.0, radius_facto
     names = [n.strip() for n in partners.split(",")] if isinstance(partners, str) else list(partners)
     names = [n for n in names if n]
     if names:
-        from .optional import feature
         return feature("partners").PartnersBindJob(scene, arm, environment, names, body_height, radius_factor,
                                                    warn=warn, bone_set=bone_set)
     from .jobs import BindJob
@@ -111,7 +111,6 @@ def bind_job(scene, arm, environment, partners=(), body_height=0.0, radius_facto
 
 
 def bind_garment(scene, arm, garment):
-    from .optional import feature
     return feature("garment").bind_garment(scene, arm, garment)
 
 
@@ -179,7 +178,6 @@ def _run_contacts(reposition):
 
 
 def _run_walk(args, scene, arm, warn, progress):
-    from .optional import feature
     report = feature("locomotion").WalkJob(scene, arm, args.terrain, args.path, args.paths, args.crowd, args.spacing,
                                            warn=warn, workers=args.workers).run(progress("walk"))
     return report, (f"reldesc: walked {len(report['characters'])} character(s) of '{report['source']}' for "
@@ -188,7 +186,6 @@ def _run_walk(args, scene, arm, warn, progress):
 
 
 def _run_reach(args, scene, arm, warn, progress):
-    from .optional import feature
     report = feature("reaching").ReachJob(scene, arm, args.hand, args.target, args.frame, args.window, args.hold,
                                           args.database, warn=warn, whole_body=not args.arm_only).run(progress("reach"))
     r = report["reach"]
@@ -197,7 +194,6 @@ def _run_reach(args, scene, arm, warn, progress):
 
 
 def _run_transfer(args, scene, arm, warn, progress):
-    from .optional import feature
     report = feature("transfer").TransferJob(scene, arm, args.source, args.target_object,
                                              warn=warn).run(progress("transfer"))
     t = report["transfer"]

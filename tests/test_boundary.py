@@ -110,3 +110,14 @@ def test_one_name_per_feature_on_every_layer():
     twins = {n for n in side if n.rstrip("s") in core and n not in core} | {
         n for n in side if n + "s" in core}
     assert not twins, f"Blender-side modules named like core modules of another name: {twins}"
+
+
+def test_no_class_of_the_blender_side_shares_a_core_class_name():
+    # adapter.Rig (bones as arrays) and core.adaptation.Rig (the adaptation's rig) were two
+    # different things under one name; the adapter's is ``Bones`` now.
+    def classes(paths):
+        return {n.name for p in paths for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)}
+
+    core = classes((PACKAGE / "core").rglob("*.py"))
+    twins = classes(_sources()) & core
+    assert not twins, f"named as core classes of other meaning: {twins}"

@@ -111,7 +111,7 @@ def test_small_moves_keep_every_contact_valid(stones):
 
 @pytest.mark.parametrize("reembed, continuity", [(True, "re-embedded"), (False, "pins")])
 def test_a_stone_moved_away_is_replaced_by_another_surface(stones, reembed, continuity):
-    # Carried by re-embedded descriptors (§6) or by positional pins (the fallback).
+    # GarmentStage by re-embedded descriptors (§6) or by positional pins (the fallback).
     skel, motion, mesh, stone_list, binding = stones
     v = mesh.vertices.copy()
     a, b, centre = stone_list[2]

@@ -30,15 +30,15 @@ from .bound import environment_status, load_binding_file, read_bound, save_bindi
 from .mesh import (environment_objects, is_animated, read_environment, read_environment_frames,
                    vertex_influence, vertex_weights)
 from .placement import to_world, world_matrix
-from .rig import (BONE_SETS, Rig, bone_set_indices, fk_blockers, read_bone_matrices, read_motion,
+from .rig import (BONE_SETS, Bones, bone_set_indices, fk_blockers, read_bone_matrices, read_motion,
                   read_motion_fk, read_pose, read_rig, read_source_motion, select_bones, set_pose)
 from .scene import SceneError, get_armature
 from .storage import (BINDING_KEY, CONTACTS_KEY, ENVIRONMENT_KEY, GARMENTS_KEY, LEGACY_KEYS, META_KEY,
                       POSE_KEY, SOURCE_KEY, STORAGE_VERSION, WALK_KEY, bound_environment, bound_source,
                       clear_binding, garment_names, load_stored, store_binding, stored_contacts, stored_meta)
 
-__all__ = ["BINDING_KEY", "BONE_SETS", "CONTACTS_KEY", "Curve", "ENVIRONMENT_KEY", "GARMENTS_KEY",
-           "LEGACY_KEYS", "META_KEY", "NLA_PREFIX", "POSE_KEY", "Rig", "SOURCE_KEY", "STORAGE_VERSION",
+__all__ = ["BINDING_KEY", "BONE_SETS", "Bones", "CONTACTS_KEY", "Curve", "ENVIRONMENT_KEY", "GARMENTS_KEY",
+           "LEGACY_KEYS", "META_KEY", "NLA_PREFIX", "POSE_KEY", "SOURCE_KEY", "STORAGE_VERSION",
            "SceneError", "WALK_KEY", "_channelbag", "_curve_keys", "_ensure_bag", "_fcurves", "_fill",
            "_keys_of", "actions", "add_nla_track", "armature_slot", "assign", "assign_action",
            "bone_set_indices", "bound", "bound_environment", "bound_source", "bypass_restore", "characters",

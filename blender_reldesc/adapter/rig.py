@@ -14,7 +14,7 @@ from .scene import SceneError
 
 
 @dataclass
-class Rig:
+class Bones:
     """Bones of an armature as arrays (armature space): all of them (``read_rig``) or
     a bone set (``select_bones``)."""
 
@@ -69,7 +69,7 @@ def read_rig(arm):
     child = parents >= 0
     local[child] = np.linalg.inv(rest[parents[child]]) @ rest[child]
     affinity, hinges = _controls(arm)
-    return Rig(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, _depth_order(parents),
+    return Bones(names, parents, rest, tails.reshape(B, 3).astype(float), connected, modes, _depth_order(parents),
                np.arange(B), [None] * B, local, {}, affinity, hinges)
 
 
@@ -88,7 +88,7 @@ def _controls(arm):
 
 
 def read_bone_set(arm, bone_set):
-    """(every bone, the bones of ``bone_set``) of ``arm`` as Rigs (see ``select_bones``)."""
+    """(every bone, the bones of ``bone_set``) of ``arm`` as Bones (see ``select_bones``)."""
     full = read_rig(arm)
     return full, select_bones(arm, full, bone_set)
 
@@ -135,7 +135,7 @@ def _proxies(arm, chosen):
 
 
 def select_bones(arm, rig, bone_set):
-    """The Rig of the bones of ``bone_set`` (see ``bone_set_indices``).
+    """The ``Bones`` of ``bone_set`` (see ``bone_set_indices``).
 
     Each bone's parent in the skeleton is its nearest ancestor in the set; where
     the chain up leaves the set, an outside ancestor that a set bone copies
@@ -181,7 +181,7 @@ def select_bones(arm, rig, bone_set):
             p = int(rig.parents[p])
         anchors[name] = pos[p] if p >= 0 else -1
     order = np.array([pos[b] for b in rig.order.tolist() if b in pos], np.int64)
-    return Rig(names, parents, rig.rest[keep], rig.tails[keep], connected,
+    return Bones(names, parents, rig.rest[keep], rig.tails[keep], connected,
                [rig.rotation_modes[b] for b in keep.tolist()], order, keep, outer, rig.local[keep], anchors,
                rig.affinity, rig.hinges)
 

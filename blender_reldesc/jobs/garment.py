@@ -3,7 +3,7 @@
 Bind Garment records a mesh object (a skirt, a cape: its own animation, a baked cloth
 simulation or shape keys) as a garment of a bound armature. Every bake of that armature then
 reads the garment as it plays with the *source* action, carries it onto the adapted motion
-(``core.garment``; ``Carried``, a bake stage), writes a PC2 point cache beside the .blend (or in
+(``core.garment``; ``GarmentStage``, a bake stage), writes a PC2 point cache beside the .blend (or in
 the temporary folder for an unsaved file) and points a Mesh Cache modifier ("RelDesc Garment",
 last in the stack) at it, so the garment plays back without a simulation. The garment's own
 data are never changed; removing the modifier shows it as it was.
@@ -68,7 +68,7 @@ def bind_garment(scene, arm, name):
                 edges=int(len(g.edges)), garments=names)
 
 
-class Carried:
+class GarmentStage:
     """The bake stage of an armature with garments: each garment read as the source plays it
     (read), carried onto the adapted motion (compute) and written as a point cache shown by a
     Mesh Cache modifier (write)."""

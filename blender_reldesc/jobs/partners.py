@@ -3,7 +3,7 @@
 Binding a character with partners binds each of them with the same environment too (each
 binding stored on its own armature) and records the group on every one of them; baking any
 of them then adapts the whole group together (``core.characters``) and writes
-``<action>.adapted`` for each, never touching the sources (``Together``, a bake stage).
+``<action>.adapted`` for each, never touching the sources (``PartnerStage``, a bake stage).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class PartnersBindJob:
         return self.write()
 
 
-class Together:
+class PartnerStage:
     """The bake stage of a character bound with partners: each partner read as a bake of its own
     (its binding, environment, bone lengths and controls), the group adapted together, each
     partner's keys written after the character's."""

@@ -1,5 +1,5 @@
 """The stages a bake carries besides its character, chosen by what the read binding names:
-its garments (``garment.Carried``) and its partners (``partners.Together``). Each feature's
+its garments (``garment.GarmentStage``) and its partners (``partners.PartnerStage``). Each feature's
 module is reached through ``optional.feature`` when a binding asks for it: the bake never
 imports them, and a feature that cannot be imported fails only the bakes that need it."""
 
@@ -14,7 +14,7 @@ def stages(job):
     being baked is in that group already)."""
     out = []
     if job.bound.garments:
-        out.append(feature("garment").Carried(job))
+        out.append(feature("garment").GarmentStage(job))
     if job.bound.meta.get("partners") and job.carries_partners and not job.in_group:
-        out.append(feature("partners").Together(job))
+        out.append(feature("partners").PartnerStage(job))
     return out

@@ -43,7 +43,7 @@ def _unpack(prop, size):
     return np.asarray(prop, dtype=np.int32).tobytes()[:size]
 
 
-#: The names of a bound armature's garments (``garments``), on the armature data beside the
+#: The names of a bound armature's garments (``jobs.garment``), on the armature data beside the
 #: binding: read here, so a bake knows whether it carries garments without importing them.
 GARMENTS_KEY = "_reldesc_garments"
 

@@ -180,11 +180,11 @@ def _run_transfer(out_dir, frames=90):
 def _run_crowd(out_dir, count=9, spacing=0.9):
     """A crowd of ``count`` walkers along a curve over hills, from one walk on flat ground;
     renders the middle frame from above the path."""
-    walking = feature("locomotion")
+    locomotion = feature("locomotion")
     scene, arm, env, curve = build_crowd_scene()
     adapter.scene.ensure_registered()
     add_stick_figure(arm)
-    report = walking.walk_job(scene, arm, env.name, path=curve.name, crowd=count, spacing=spacing)
+    report = locomotion.walk_job(scene, arm, env.name, path=curve.name, crowd=count, spacing=spacing)
     arm.hide_render = True
     for ob in bpy.data.objects:
         if ob.parent == arm:

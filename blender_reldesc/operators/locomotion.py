@@ -1,4 +1,4 @@
-"""Locomotion: walk the armature's action along path curves over a terrain (``walking``)."""
+"""Locomotion: walk the armature's action along path curves over a terrain (``jobs.locomotion``)."""
 
 import bpy
 from bpy.props import FloatProperty, IntProperty, StringProperty

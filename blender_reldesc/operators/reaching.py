@@ -1,4 +1,4 @@
-"""Reaching: the bound armature's hand reaches an Empty at a frame, baked (``reaching``)."""
+"""Reaching: the bound armature's hand reaches an Empty at a frame, baked (``jobs.reaching``)."""
 
 import bpy
 from bpy.props import EnumProperty, IntProperty, StringProperty

@@ -1,4 +1,4 @@
-"""Transfer to a novel object: the bound interaction swapped onto another object, baked (``transfer``)."""
+"""Transfer to a novel object: the bound interaction swapped onto another object, baked (``jobs.transfer``)."""
 
 import bpy
 from bpy.props import StringProperty

@@ -84,9 +84,6 @@ class Command:
     saves: bool = True
     one_of: tuple = ()          # option keys of which exactly one is required
 
-    def option(self, long):
-        return next((o for o in self.options if o.long == long), None)
-
 
 ARMATURE = _opt("--armature", required=True, help="armature object name")
 OUTPUT = _opt("-o", "--output", metavar="OUT.blend", help="save here instead of in place")

@@ -117,6 +117,8 @@ def load_manifest(path):
             raise bad("name", f"the name '{name}' is used by another job: names must be unique")
         names.add(name)
         operation = table.get("operation")
+        if isinstance(operation, str):
+            operation = operation.replace("_", "-")       # the operator's spelling too: detect_contacts
         if operation not in OPERATIONS:
             raise bad("operation", f"operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
         if not isinstance(table.get("file"), str):

@@ -285,7 +285,7 @@ def test_a_manifest_runs_every_command_of_the_table(tmp_path):
 
         [[job]]
         name = "contacts"
-        operation = "detect-contacts"
+        operation = "detect_contacts"       # the operator's spelling works too
         file = "bound.blend"
         armature = "Walker"
         output = "contacts.blend"

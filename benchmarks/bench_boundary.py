@@ -42,8 +42,9 @@ def _child(tree):
 
     import blender_reldesc
     from blender_reldesc import demo, jobs
-    from blender_reldesc.core import synthetic as S
     blender_reldesc.register()
+    sys.path.insert(0, str(HERE.parent))
+    import blender_scenes
     pkg = os.path.dirname(os.path.abspath(blender_reldesc.__file__))
     core = os.path.join(pkg, "core") + os.sep
 
@@ -97,15 +98,6 @@ def _child(tree):
         print("RESULT " + json.dumps(out), flush=True)
         return
     # --- timings ---------------------------------------------------------------------------
-    def sculpt(ob):
-        me = ob.data
-        co = np.empty(len(me.vertices) * 3, np.float32)
-        me.vertices.foreach_get("co", co)
-        co = co.reshape(-1, 3)
-        co[:, 2] += S.hills(0.15, 3.0)(co[:, 0], co[:, 1])
-        me.vertices.foreach_set("co", co.ravel())
-        me.update()
-
     def live_seconds(scene, arm, frames, count=120):
         live = live_module()
         scene.reldesc.armature = arm
@@ -128,7 +120,7 @@ def _child(tree):
         t0 = time.perf_counter()
         jobs.bind_job(scene, arm, coll.name, progress=lambda *a: True, warn=lambda m: None)
         bind = time.perf_counter() - t0
-        sculpt(ground)
+        blender_scenes.sculpt(ground)
         t0 = time.perf_counter()
         rep = jobs.bake_job(scene, arm, progress=lambda *a: True, warn=lambda m: None)
         bake = time.perf_counter() - t0
@@ -136,37 +128,9 @@ def _child(tree):
         out[label] = dict(frames=frames, bind=bind, bake=bake, read=rep["read_seconds"],
                           adapt=rep["adapt_seconds"], write=rep["write_seconds"], live=seq, jump=jump)
 
-    frames = 1000
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    coll = bpy.data.collections.new("Environment")
-    scene.collection.children.link(coll)
-    arm = demo.build_armature()
-    demo.animate_walk(arm, frames)
-    x = S.walk(frames)[1][:, 0, 0]
-    verts, tris = S.grid(x.max() - x.min() + 6.0, 4.0, 125, 40, origin=(x.min() - 3.0, -2.0))
-    ground = demo.mesh_object("Terrain", verts, tris, coll)
-    measure("generated", scene, arm, coll, ground)
-
-    real = HERE.parents[2] / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
-    if real.exists():
-        bpy.ops.wm.read_factory_settings(use_empty=True)
-        scene = bpy.context.scene
-        bpy.ops.import_anim.bvh(filepath=str(real), global_scale=0.01, update_scene_fps=True,
-                                update_scene_duration=True)
-        arm = bpy.context.active_object
-        coll = bpy.data.collections.new("Environment")
-        scene.collection.children.link(coll)
-        lo, hi = np.full(2, np.inf), np.full(2, -np.inf)
-        for f in range(scene.frame_start, scene.frame_end + 1, 50):
-            scene.frame_set(f)
-            for pb in arm.pose.bones:
-                p = arm.matrix_world @ pb.head
-                lo, hi = np.minimum(lo, p[:2]), np.maximum(hi, p[:2])
-        verts, tris = S.grid(*(hi - lo + 2.0), 71, 71, origin=tuple(lo - 1.0))
-        ground = demo.mesh_object("Terrain", verts, tris, coll)
-        measure("real walk", scene, arm, coll, ground)
+    measure("generated", *blender_scenes.synthetic_scene(1000))
+    if blender_scenes.REAL.exists():
+        measure("real walk", *blender_scenes.real_scene())
     print("RESULT " + json.dumps(out), flush=True)
 
 

@@ -148,3 +148,34 @@ def test_a_rebake_reuses_the_garments_binding_until_the_garment_changes(tmp_path
     lowered = read_pc2(path)[0]
     moved = np.abs(lowered - first).max(axis=(0, 2))
     assert moved.max() > 0.015                      # the let-down hem is carried, not the old one
+
+
+def test_a_garment_that_cannot_be_carried_fails_the_bake_before_anything_is_written(tmp_path, monkeypatch):
+    # The garment is carried in the compute now (it was carried while writing, after the adapted
+    # action had been written): a carry that fails leaves the file as it was, the previous bake's
+    # action, its keys and the garment's point cache untouched.
+    import blender_reldesc.core.garment as core_garment
+    from blender_reldesc.core.errors import InputError
+    scene, arm, skirt, env = demo.build_garment_scene(frames=12)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "skirt.blend"))
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    adapted = bpy.data.actions["Walk.adapted"]
+    keys = [tuple(kp.co) for fc in adapter._fcurves(adapted) for kp in fc.keyframe_points]
+    path = bpy.path.abspath(skirt.modifiers[adapter.pointcache.MODIFIER].filepath)
+    cache = read_pc2(path)[0]
+    actions = sorted(a.name for a in bpy.data.actions)
+
+    def refuse(*a, **k):
+        raise InputError("the garment tore")
+
+    monkeypatch.setattr(core_garment, "carry_garment", refuse)
+    demo.lengthen_legs(arm, 1.15)
+    with pytest.raises(RuntimeError, match="garment 'Skirt': the garment tore"):
+        bpy.ops.reldesc.bake(armature="Walker")
+    assert sorted(a.name for a in bpy.data.actions) == actions
+    assert [tuple(kp.co) for fc in adapter._fcurves(bpy.data.actions["Walk.adapted"])
+            for kp in fc.keyframe_points] == keys
+    np.testing.assert_array_equal(read_pc2(path)[0], cache)
+    assert arm.animation_data.action.name == "Walk.adapted"

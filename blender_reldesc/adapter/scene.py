@@ -42,8 +42,9 @@ def find_collection(name):
     return bpy.data.collections.get(name or "")
 
 
-#: The panel's settings as the jobs read them when the scene has none (the bpy wheel before
-#: ``ensure_registered``); the same defaults as ``properties.RelDescSceneSettings``.
+#: What a job assumes when the scene has no RelDesc settings (the extension's properties not
+#: registered: a script on the bpy wheel): ``properties.RelDescSceneSettings``' defaults, but no
+#: influence group (a group is painted through the panel, which registers them).
 DEFAULTS = dict(influence_group="", solver="DESCRIPTORS", reposition_contacts=False, contact_effectors="",
                 contact_distance=0.015, contact_speed=0.12, use_bake_range=False, bake_frame_start=1,
                 bake_frame_end=250, bake_step=1, use_bake_clean=False, bake_clean_tolerance=0.002,

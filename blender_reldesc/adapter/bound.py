@@ -12,18 +12,25 @@ import numpy as np
 
 from . import storage
 from .mesh import bound_objects, read_environment, topology_matches
+from .placement import object_matrices, placement_animated
 from .rig import read_bone_set, select_bones, read_rig
 from .scene import SceneError
 
 
-def read_bound(arm):
+def read_bound(arm, scene=None):
     """``arm``'s stored binding (``storage.load``) with its bones now (``rig``, and ``full``: every
-    bone) and its environment's meshes (``objects``, checked against the bound ones)."""
+    bone), its environment's parts (``objects``, checked against the bound ones) and where things
+    are now: the armature's object matrix at every bound frame (``placement`` (F,4,4)) and the
+    parts' (``part_matrices`` (P,4,4), NaN for a part that moves)."""
     stored = storage.load(arm)
+    meta = stored["meta"]
     # Bindings from before bone sets covered every bone.
-    full, rig = read_bone_set(arm, stored["meta"].get("bone_set", "ALL"))
-    objects = bound_objects(stored["environment"], stored["meta"])
-    return SimpleNamespace(arm=arm, full=full, rig=rig, objects=objects, **stored)
+    full, rig = read_bone_set(arm, meta.get("bone_set", "ALL"))
+    objects, parts_now = bound_objects(stored["environment"], meta, placed=True)
+    frames = np.arange(meta["frame_start"], meta["frame_end"] + 1)
+    placement = object_matrices(scene or bpy.context.scene, arm, frames)
+    return SimpleNamespace(arm=arm, full=full, rig=rig, objects=objects, placement=placement,
+                           part_matrices=parts_now, **stored)
 
 
 def environment_status(meta, arm):
@@ -36,6 +43,17 @@ def environment_status(meta, arm):
     if not topology_matches(objects, meta):
         return False, "environment topology changed since bind: re-bind"
     return True, "Environment matches the binding"
+
+
+def placement_now(meta, arm):
+    """For the panel: the armature's object matrix now (None when its placement changes over
+    time: only a bake, which plays every frame, tells then) and its environment parts' (P,4,4);
+    (None, None) when the environment does not match the binding."""
+    try:
+        _, parts = bound_objects(storage.bound_environment(arm, meta), meta, placed=True)
+    except SceneError:
+        return None, None
+    return (None if placement_animated(arm) else np.array(arm.matrix_world, dtype=float)), parts
 
 
 def save_binding_file(arm, path):

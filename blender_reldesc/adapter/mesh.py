@@ -3,6 +3,8 @@ groups as arrays, painted influence, boolean face attributes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import bpy
 import numpy as np
 
@@ -10,24 +12,116 @@ from .placement import to_world_each
 from .scene import SceneError
 
 
-def environment_objects(collection_name):
-    """Mesh objects of a collection (and its children), and the names of ignored non-meshes."""
+#: Object types Blender evaluates to surfaces (a curve counts when its bevel or extrusion gives it faces).
+GEOMETRY_TYPES = {'MESH', 'CURVE', 'SURFACE', 'FONT', 'META'}
+
+
+@dataclass(eq=False)
+class Part:
+    """One piece of an environment as Blender evaluates it: an object of the collection, or one
+    instance its objects make (a collection instance, nested or linked, or geometry-nodes
+    instances), each with its own world matrix.
+
+    ``name`` is the object's name, or ``instancer/object`` for an instance (`` #k`` added when the
+    instancer makes several of the same object, numbered in a stable order); ``object`` is the
+    original object whose geometry it is (its vertex groups, modifiers and data), ``instancer``
+    the original object of the collection that makes the instance (None for a plain object) and
+    ``key`` what finds the instance again in an evaluated depsgraph."""
+
+    name: str
+    object: object
+    instancer: object = None
+    key: tuple = ()
+
+    @property
+    def data(self):
+        return self.object.data
+
+    @property
+    def vertex_groups(self):
+        return self.object.vertex_groups
+
+    @property
+    def modifiers(self):
+        return self.object.modifiers
+
+    @property
+    def type(self):
+        return self.object.type
+
+    def watched(self):
+        """Names of the datablocks whose change changes this part (the live preview's)."""
+        out = {self.object.name}
+        if self.object.data is not None:
+            out.add(self.object.data.name)
+        if self.instancer is not None:
+            out.add(self.instancer.name)
+        return out
+
+
+def _makes_instances(ob):
+    """Whether ``ob`` may make instances: a collection, vertex or face instancer, or geometry nodes."""
+    if ob.instance_type == 'COLLECTION':
+        return ob.instance_collection is not None
+    return ob.instance_type in {'VERTS', 'FACES'} or any(m.type == 'NODES' for m in ob.modifiers)
+
+
+def _instances(depsgraph, owners):
+    """``(key, instance)`` of the evaluated depsgraph's instances made by objects named ``owners``
+    (a set), nested instances included (the outermost instancer owns them). An instance is only
+    valid during the iteration: read it there."""
+    if not owners:
+        return
+    for inst in depsgraph.object_instances:
+        if inst.is_instance:
+            owner = inst.parent.original
+            if owner.name in owners:
+                yield (owner.name, tuple(inst.persistent_id), inst.object.original.name), inst
+
+
+def environment_objects(collection_name, depsgraph=None):
+    """The parts of a collection's environment (``Part``; its child collections included) sorted by
+    name, and the names of its objects that give no geometry (lights, cameras, empties instancing
+    nothing: ignored, the caller warns).
+
+    Its objects of a ``GEOMETRY_TYPES`` type are parts themselves (read as Blender evaluates them,
+    hidden or not); the instances its instancers make are parts too, each where the depsgraph
+    puts it (an instancer must be visible for Blender to make its instances)."""
     if not collection_name:
         raise SceneError("no environment collection given: choose the collection holding the scene's meshes")
     coll = bpy.data.collections.get(collection_name)
     if coll is None:
         raise SceneError(f"no collection named '{collection_name}' in the file")
-    meshes = [ob for ob in coll.all_objects if ob.type == 'MESH']
-    ignored = sorted(ob.name for ob in coll.all_objects if ob.type != 'MESH')
-    if not meshes:
-        raise SceneError(f"collection '{collection_name}' holds no mesh objects: put the environment's "
-                         "meshes in it")
-    meshes.sort(key=lambda ob: ob.name)
-    return meshes, ignored
+    members = {ob.name: ob for ob in coll.all_objects}
+    parts = [Part(ob.name, ob, None, (ob.name, (), ob.name)) for ob in members.values() if ob.type in GEOMETRY_TYPES]
+    instancers = {n for n, ob in members.items() if _makes_instances(ob)}
+    found = []
+    for key, inst in _instances(depsgraph or (instancers and bpy.context.evaluated_depsgraph_get()), instancers):
+        if inst.object.type in GEOMETRY_TYPES:
+            found.append(Part(f"{key[0]}/{inst.object.original.name}", inst.object.original, members[key[0]], key))
+    # Several instances of one object by one instancer: numbered in the order of their persistent ids.
+    by_name = {}
+    for part in found:
+        by_name.setdefault(part.name, []).append(part)
+    for name, same in by_name.items():
+        if len(same) > 1:
+            for k, part in enumerate(sorted(same, key=lambda p: p.key[1]), 1):
+                part.name = f"{name} #{k}"
+        parts.extend(same)
+    parts.sort(key=lambda p: p.name)
+    used = {p.key[0] for p in parts}
+    ignored = sorted(n for n in members if n not in used)
+    if not parts:
+        raise SceneError(f"collection '{collection_name}' holds no geometry (meshes, curves, text, collection "
+                         "instances): put the environment's objects in it")
+    return parts, ignored
 
 
 def is_animated(ob, _seen=None):
-    """True if the object's evaluated geometry can change over time."""
+    """True if the object's evaluated geometry can change over time (a ``Part``: its object or its
+    instancer)."""
+    if isinstance(ob, Part):
+        return is_animated(ob.object, _seen) or (ob.instancer is not None and is_animated(ob.instancer, _seen))
     seen = _seen if _seen is not None else set()
     if ob is None or ob.name in seen:
         return False
@@ -50,34 +144,94 @@ def is_animated(ob, _seen=None):
     return False
 
 
+def _as_parts(objects):
+    return [p if isinstance(p, Part) else Part(p.name, p, None, (p.name, (), p.name)) for p in objects]
+
+
+def _mesh_arrays(ev, triangles):
+    """Local vertices (V,3) and triangles (T,3) (None without ``triangles``) of evaluated object ``ev``."""
+    me = ev.to_mesh()
+    try:
+        me.calc_loop_triangles()
+        V, T = len(me.vertices), len(me.loop_triangles)
+        co = np.empty(V * 3, np.float32)
+        me.vertices.foreach_get("co", co)
+        tri = None
+        if triangles:
+            tri = np.empty(T * 3, np.int32)
+            me.loop_triangles.foreach_get("vertices", tri)
+            tri = tri.reshape(-1, 3).astype(np.int64)
+    finally:
+        ev.to_mesh_clear()
+    return co.reshape(V, 3).astype(float), tri, (V, T)
+
+
+def read_parts(depsgraph, objects, triangles=True):
+    """Per part of ``objects`` (``Part`` or objects): ``(matrix (4,4), local vertices (V,3),
+    triangles (T,3) or None, (V, T))`` as the depsgraph evaluates it; SceneError naming an
+    instance that is gone. Geometry an instancer repeats is converted once."""
+    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
+    parts = _as_parts(objects)
+    out = [None] * len(parts)
+    wanted = {}
+    for i, p in enumerate(parts):
+        if p.instancer is None:
+            ev = p.object.evaluated_get(depsgraph)
+            out[i] = (np.array(ev.matrix_world, dtype=float), *_mesh_arrays(ev, triangles))
+        else:
+            wanted[p.key] = i
+    cache = {}
+    for key, inst in _instances(depsgraph, {k[0] for k in wanted}):
+        i = wanted.get(key)
+        if i is None:
+            continue
+        ev = inst.object
+        data = getattr(ev, "data", None)
+        shared = (ev.original.name, data.as_pointer() if data is not None else 0)
+        if shared not in cache:
+            cache[shared] = _mesh_arrays(ev, triangles)
+        out[i] = (np.array(inst.matrix_world, dtype=float), *cache[shared])
+    missing = [p.name for p, o in zip(parts, out) if o is None]
+    if missing:
+        raise SceneError(f"the environment's {', '.join(missing)} is no longer made by its instancer (hidden, "
+                         "or its collection changed): show it, or re-bind")
+    return out
+
+
 def read_environment(depsgraph, objects, triangles=True):
-    """Evaluated world-space geometry of ``objects`` as one mesh.
+    """Evaluated world-space geometry of ``objects`` (``Part`` or objects) as one mesh.
 
     Returns ``vertices (V,3)``, ``triangles (T,3)`` (None without
-    ``triangles``, for callers that know the topology) and per object
+    ``triangles``, for callers that know the topology) and per part
     ``(vertex_count, triangle_count)``.
     """
-    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
-    verts, tris, counts = [], [], []
-    base = 0
-    for ob in objects:
-        ev = ob.evaluated_get(depsgraph)
-        me = ev.to_mesh()
-        try:
-            me.calc_loop_triangles()
-            V, T = len(me.vertices), len(me.loop_triangles)
-            co = np.empty(V * 3, np.float32)
-            me.vertices.foreach_get("co", co)
-            tri = np.empty(T * 3 if triangles else 0, np.int32)
-            if triangles:
-                me.loop_triangles.foreach_get("vertices", tri)
-        finally:
-            ev.to_mesh_clear()
-        verts.append((np.array(ev.matrix_world, dtype=float), co.reshape(V, 3).astype(float)))
-        tris.append(tri.reshape(-1, 3).astype(np.int64) + base)
-        counts.append((V, T))
+    read = read_parts(depsgraph, objects, triangles)
+    tris, base = [], 0
+    for _, co, tri, (V, _) in read:
+        if triangles:
+            tris.append(tri + base)
         base += V
-    return np.concatenate(to_world_each(verts)), (np.concatenate(tris) if triangles else None), counts
+    verts = np.concatenate(to_world_each([(m, co) for m, co, _, _ in read]))
+    return verts, (np.concatenate(tris) if triangles else None), [r[3] for r in read]
+
+
+def part_matrices(objects, depsgraph=None):
+    """(P,4,4) world matrices of the parts now (no geometry converted), NaN for a part whose
+    geometry can move over time (its placement then compares at no single frame)."""
+    parts = _as_parts(objects)
+    out = np.full((len(parts), 4, 4), np.nan)
+    wanted = {}
+    for i, p in enumerate(parts):
+        if p.instancer is None:
+            out[i] = np.array(p.object.matrix_world, dtype=float)
+        else:
+            wanted[p.key] = i
+    if wanted:
+        for key, inst in _instances(depsgraph or bpy.context.evaluated_depsgraph_get(), {k[0] for k in wanted}):
+            if key in wanted:
+                out[wanted[key]] = np.array(inst.matrix_world, dtype=float)
+    out[[is_animated(p) for p in parts]] = np.nan
+    return out
 
 
 def read_environment_frames(scene, objects, frames, progress=None):
@@ -126,17 +280,23 @@ def vertex_influence(objects, group_name, depsgraph=None):
     Subdivision and other generative modifiers included.
     """
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
-    parts = []
-    for ob in objects:
-        ev = ob.evaluated_get(depsgraph)
-        me = ev.to_mesh()
-        try:
-            vg = ob.vertex_groups.get(group_name) if group_name else None
-            w = np.ones(len(me.vertices)) if vg is None else vertex_weights(ob, me, [vg.index])[:, 0]
-        finally:
-            ev.to_mesh_clear()
-        parts.append(w)
-    return np.concatenate(parts) if parts else np.zeros(0)
+    parts = _as_parts(objects)
+    counts = [r[3][0] for r in read_parts(depsgraph, parts, triangles=False)]
+    out = []
+    for part, V in zip(parts, counts):
+        ob = part.object
+        vg = ob.vertex_groups.get(group_name) if group_name and ob.type == 'MESH' else None
+        w = None
+        if vg is not None:
+            ev = ob.evaluated_get(depsgraph)
+            me = ev.to_mesh()
+            try:
+                w = vertex_weights(ob, me, [vg.index])[:, 0]
+            finally:
+                ev.to_mesh_clear()
+        # A part whose geometry is not its object's own (geometry-nodes instances) has no weights.
+        out.append(w if w is not None and len(w) == V else np.ones(V))
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def influence(objects, group):
@@ -144,7 +304,7 @@ def influence(objects, group):
     ``group``; and the names of meshes outside them that have it (ignored: the caller warns)."""
     if not group:
         return None, []
-    names = {ob.name for ob in objects}
+    names = {p.object.name for p in _as_parts(objects)}
     stray = sorted(ob.name for ob in bpy.data.objects
                    if ob.type == 'MESH' and ob.name not in names and group in ob.vertex_groups)
     if not any(group in ob.vertex_groups for ob in objects):
@@ -184,21 +344,27 @@ def check_counts(objects, counts, meta):
         raise SceneError(f"environment topology changed since bind ({', '.join(changed)}): re-bind")
 
 
-def bound_objects(environment, meta):
-    """The meshes of collection ``environment`` (the bound one, by its name now); SceneError when
-    they are not the ones bound (``meta['objects']``)."""
+def bound_objects(environment, meta, placed=False):
+    """The parts of collection ``environment`` (the bound one, by its name now) that were bound
+    (``meta['objects']``); SceneError when one is gone or a new one appeared (parts that had no
+    surface at bind, ``meta['no_surface']``, aside). With ``placed``, also their matrices now
+    (``part_matrices``)."""
     objects, _ = environment_objects(environment)
     names = [ob.name for ob in objects]
-    if names != list(meta["objects"]):
+    bound = list(meta["objects"])
+    skipped = set(meta.get("no_surface", ()))
+    if [n for n in names if n not in skipped] != bound:
         raise SceneError(f"the meshes of '{meta['environment']}' changed since bind "
-                         f"({', '.join(names)} now, {', '.join(meta['objects'])} then): re-bind")
-    return objects
+                         f"({', '.join(names)} now, {', '.join(bound)} then): re-bind")
+    objects = [ob for ob in objects if ob.name not in skipped]
+    return (objects, part_matrices(objects)) if placed else objects
 
 
 def topology_matches(objects, meta):
     """A cheap check for the panel: vertex counts of the meshes without modifiers (the bake
-    checks the evaluated geometry)."""
-    return all(ob.modifiers or len(ob.data.vertices) == v for ob, v in zip(objects, meta["vertex_counts"]))
+    checks the evaluated geometry, and that of curves, text and instances made by nodes)."""
+    return all(ob.type != 'MESH' or ob.modifiers or len(ob.data.vertices) == v
+               for ob, v in zip(objects, meta["vertex_counts"]))
 
 
 #: Boolean face attributes Blender itself makes (not segment labels).
@@ -232,12 +398,13 @@ def face_flag_labels(ob, depsgraph):
 
 
 def segment_labels(ob, ignore=(), depsgraph=None):
-    """A mesh object's world geometry and its segment labels: ``(verts, tris, labels (T,) or None,
+    """A mesh object's (or a ``Part``'s) world geometry and its segment labels: ``(verts, tris, labels (T,) or None,
     names, kind)``. Labels come from its vertex groups (those not in ``ignore``: a triangle takes
     the group most of its corners are in, -1 none), else from its boolean face attributes (a
     face's first one set), else None."""
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     verts, tris, _ = read_environment(depsgraph, [ob])
+    ob = _as_parts([ob])[0].object                  # a part's labels are its object's
     groups = [vg for vg in ob.vertex_groups if vg.name not in ignore]
     if not groups:
         labels, names = face_flag_labels(ob, depsgraph)

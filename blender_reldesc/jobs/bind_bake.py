@@ -23,7 +23,7 @@ from ..core.skeleton.rotations import quat_from_matrix
 from ..core.solvers.interaction_mesh import check_solver
 from . import contacts, controls, keys
 from .base import _save_npz, print_progress
-from .bound import Bound, rest_lengths
+from .bound import Bound, part_placement, placement_probe, rest_lengths
 from .stages import stages
 
 ADAPTED_SUFFIX = ".adapted"
@@ -51,9 +51,18 @@ class BindJob:
     def read(self):
         t0 = time.perf_counter()
         self.action = adapter.actions.source_action(self.arm)
-        self.objects, ignored = adapter.mesh.environment_objects(self.environment)
+        parts, ignored = adapter.mesh.environment_objects(self.environment)
         if ignored:
-            self.warn(f"ignored non-mesh objects in '{self.environment}': {', '.join(ignored)}")
+            self.warn(f"ignored objects without geometry in '{self.environment}': {', '.join(ignored)}")
+        # Parts with no faces (a curve without bevel or extrusion) have no surface to describe.
+        faces = [r[3][1] for r in adapter.mesh.read_parts(None, parts, triangles=False)]
+        self.objects = [p for p, t in zip(parts, faces) if t]
+        self.no_surface = [p.name for p, t in zip(parts, faces) if not t]
+        if self.no_surface:
+            self.warn(f"ignored objects without faces in '{self.environment}' (give a curve a bevel or extrusion "
+                      f"to make it a surface): {', '.join(self.no_surface)}")
+        if not self.objects:
+            raise SceneError(f"nothing in '{self.environment}' has faces: put the environment's surfaces in it")
         full, self.rig = adapter.rig.read_bone_set(self.arm, self.bone_set)
         rig = self.rig
         start, end = adapter.frame_range(self.action)
@@ -74,6 +83,7 @@ class BindJob:
             self.outer_pose[:, i] = pose[:, o] if a < 0 else affine_inverse(pose[:, rig.index[a]]) @ pose[:, o]
         verts, tris, self.counts, self.animated = adapter.mesh.read_environment_now(self.scene, self.objects,
                                                                                     self.frames)
+        self.part_matrices = adapter.mesh.part_matrices(self.objects)
         self.mesh = TriMesh(verts, tris)
         self.read_seconds = time.perf_counter() - t0
 
@@ -92,7 +102,9 @@ class BindJob:
                     descriptors=int(binding.descriptor_count), joints=len(self.skeleton),
                     body_height=float(binding.body_height), radius_factor=float(self.radius_factor),
                     degenerate=int(mesh.degenerate_count), motion_read=self.motion_path,
-                    bone_set=self.bone_set, bones=len(self.rig.names), partners=list(self.partners))
+                    bone_set=self.bone_set, bones=len(self.rig.names), partners=list(self.partners),
+                    no_surface=list(self.no_surface), **part_placement(self.part_matrices),
+                    **placement_probe(self.world, self.joints))
         if self.capsule_radii is not None:
             # -1 where unknown (ID properties hold no None or NaN)
             meta["capsule_radii"] = [float(r) if np.isfinite(r) else -1.0 for r in self.capsule_radii]
@@ -169,8 +181,10 @@ class BakeJob:
         if self.reposition_contacts is None:
             self.reposition_contacts = bool(settings.reposition_contacts)
         group = settings.influence_group if self.influence_group is None else self.influence_group
-        self.bound = bound = Bound(self.arm)
+        self.bound = bound = Bound(self.arm, self.scene)
         self.source = bound.source
+        if bound.placement_note:
+            self.warn(bound.placement_note)
         if self.source is None:
             raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion "
                              "to adapt")
@@ -260,6 +274,8 @@ class BakeJob:
             worst_frames=[int(bound.frames[i]) for i in worst],
             joint_limit_violations=_limit_report(self.result, bound),
             changed_bones=self.changed_bones,
+            placement=dict(moved_from_environment=bound.moved, object_scale=bound.object_scale,
+                           message=bound.placement_note),
             hinges=list(self.result.hinges or []),
             bake=dict(frame_start=opt.frames[0], frame_end=opt.frames[1], step=opt.step, clean=opt.clean,
                       interpolation=opt.interpolation, target=opt.target.lower()),

@@ -16,11 +16,108 @@ from ..core.skeleton.rotations import matrix_from_quat
 from .base import _load_npz
 
 
+def carried(matrices, points):
+    """Points (F,K,3) carried by matrices (F,4,4)."""
+    return np.einsum("fij,fkj->fki", matrices[:, :3, :3], points) + matrices[:, None, :3, 3]
+
+
+def uniform_scale(matrices):
+    """The uniform scale of matrices (...,4,4): the cube root of their determinant's size."""
+    return np.cbrt(np.abs(np.linalg.det(np.asarray(matrices, float)[..., :3, :3])))
+
+
 def rest_lengths(rig):
     """(J,) rest length of every joint's bone (parent joint to joint) in armature space."""
     skeleton, head, tail = joint_layout(rig.names, rig.parents)
     joints = np.concatenate([rig.rest[:, :3, 3], rig.tails[tail >= 0]])
     return skeleton.bone_lengths(joints[None])[0]
+
+
+def part_placement(matrices):
+    """The environment parts' world matrices (P,4,4) (NaN: a part that moves over time) as ID
+    property values: ``part_matrices`` (16 floats a part, 0 for a moving part) and
+    ``part_static`` (1 a part with one placement)."""
+    static = np.isfinite(matrices).all(axis=(1, 2))
+    return dict(part_matrices=[float(x) for x in np.where(static[:, None, None], matrices, 0.0).ravel()],
+                part_static=[int(x) for x in static])
+
+
+def placement_probe(world, joints):
+    """What Bind stores to tell later how far the armature moved relative to its environment
+    (``relative_move``), small enough for the panel to read at every redraw: the armature's
+    matrices and a few joints' world positions on the first, middle and last frames."""
+    F, J = joints.shape[:2]
+    frames = np.unique([0, F // 2, F - 1])
+    points = joints[frames][:, np.unique(np.linspace(0, J - 1, min(J, 8)).astype(int))]
+    return dict(probe_frames=[int(f) for f in frames], probe_world=[float(x) for x in world[frames].ravel()],
+                probe_points=[float(x) for x in points.ravel()], probe_count=int(points.shape[1]))
+
+
+def stored_probe(meta):
+    """(frame indices (K,), armature matrices (K,4,4), points (K,N,3)) stored at Bind, or None."""
+    if "probe_frames" not in meta:
+        return None
+    frames = np.array(meta["probe_frames"], int)
+    world = np.array(meta["probe_world"], float).reshape(-1, 4, 4)
+    points = np.array(meta["probe_points"], float).reshape(len(frames), int(meta["probe_count"]), 3)
+    return frames, world, points
+
+
+def moved_since_bind(meta, placement, parts_now):
+    """How far the armature moved relative to its environment since Bind (``relative_move``) with
+    its placement now (F,4,4) over the bound frames, or (4,4) when it does not move over time;
+    0 for a binding made before placement was stored."""
+    probe, then = stored_probe(meta), stored_part_matrices(meta)
+    if probe is None or then is None or len(then) != len(parts_now):
+        return 0.0
+    frames, world, points = probe
+    now = placement[frames] if np.ndim(placement) == 3 else np.broadcast_to(placement, world.shape)
+    return relative_move(world, now, points, then, parts_now)
+
+
+def placement_message(name, moved, body_height):
+    """What the panel and the bake say about an armature moved away from its environment since
+    Bind ('' when it did not: moved with it, or not at all)."""
+    if moved <= max(1e-3 * float(body_height), 1e-6):
+        return ""
+    return (f"the armature '{name}' moved {moved:.3g} m relative to its environment since Bind, and its "
+            "descriptors pull it back: re-bind to adapt it where it is now (Re-bind Here)")
+
+
+def stored_part_matrices(meta):
+    """(P,4,4) the parts' matrices at bind (NaN for a moving part), or None for a binding made
+    before they were stored."""
+    if "part_matrices" not in meta:
+        return None
+    m = np.array(meta["part_matrices"], float).reshape(-1, 4, 4)
+    m[~np.array(meta["part_static"], bool)] = np.nan
+    return m
+
+
+def relative_move(world_then, world_now, probes, parts_then, parts_now):
+    """How far (world units) the character moved relative to its environment since Bind.
+
+    world_then, world_now : (F,4,4) the armature's object matrices at bind and now;
+    probes : (F,K,3) world points of the source motion (its joints on a few frames);
+    parts_then, parts_now : (P,4,4) the environment parts' matrices (NaN: a part that moves).
+
+    For each part, the distance between where the probes are now as the armature carries them
+    (rigidly: an object scale is morphology, not a move) and where they would be had they
+    moved with that part; the least over the parts (a character that moved with any part of
+    its environment, its floor or its whole set, has not moved relative to it), the largest over
+    the probes. 0 when no part's placement is known.
+    """
+    carry = np.asarray(world_now, float) @ affine_inverse(np.asarray(world_then, float))
+    carry[:, :3, :3] /= uniform_scale(carry)[:, None, None]
+    by_armature = np.einsum("fij,fkj->fki", carry[:, :3, :3], probes) + carry[:, None, :3, 3]
+    best = np.inf
+    for then, now in zip(parts_then, parts_now):
+        if not (np.isfinite(then).all() and np.isfinite(now).all()):
+            continue
+        with_part = now @ affine_inverse(then)
+        moved = probes @ with_part[:3, :3].T + with_part[:3, 3]
+        best = min(best, float(np.linalg.norm(moved - by_armature, axis=-1).max()))
+    return 0.0 if not np.isfinite(best) else best
 
 
 #: Bindings read back this session, by a digest of their stored bytes (most recent last): a
@@ -45,8 +142,8 @@ def load_binding(data):
 class Bound:
     """A stored binding read back with what the bake and the live preview need."""
 
-    def __init__(self, arm):
-        stored = adapter.bound.read_bound(arm)
+    def __init__(self, arm, scene=None):
+        stored = adapter.bound.read_bound(arm, scene)
         self.arm, self.meta, self.rig, self.objects = arm, stored.meta, stored.rig, stored.objects
         self.full = stored.full                    # every bone of the armature
         #: the source action (None when it is gone), the stored contact rows, the garments' names
@@ -64,6 +161,17 @@ class Bound:
         self.outer_pose = pose.get("outer_pose")
         skeleton, self.head_joint, self.tail_joint = joint_layout(self.rig.names, self.rig.parents)
         self.frames = np.arange(self.meta["frame_start"], self.meta["frame_end"] + 1)
+        #: the armature's object matrices now, at every bound frame (``world``: at bind): the keys
+        #: are written for this placement (adapter.placement)
+        self.placement = stored.placement
+        #: the armature's uniform object scale now against at bind: a character that grew (1: none)
+        self.object_scale = float(np.median(uniform_scale(self.placement) / uniform_scale(self.world)))
+        if abs(self.object_scale - 1.0) < 1e-6:
+            self.object_scale = 1.0
+        #: how far the armature moved relative to its environment since Bind (``relative_move``),
+        #: and what the panel and the bake say of it
+        self.moved = moved_since_bind(self.meta, self.placement, stored.part_matrices)
+        self.placement_note = placement_message(arm.name, self.moved, self.binding.body_height)
         #: ({joint: new length} or None, their names): see ``bone_lengths``
         self.new_lengths, self.changed_bones = self.bone_lengths()
         #: the bones whose location is keyed (``location_mask``)
@@ -74,14 +182,16 @@ class Bound:
 
         Whatever way a bone was edited (its tail moved, a child moved or not),
         each bone keeps the source's per-frame variation scaled by
-        rest length now / rest length at bind.
+        rest length now / rest length at bind, times the armature's object scale now / at bind
+        (an armature scaled after Bind is a character that grew).
         """
-        if self.bind_rest_lengths is None or len(self.bind_rest_lengths) != len(self.binding.skeleton):
-            return None, []
-        now, then = rest_lengths(self.rig), self.bind_rest_lengths
         sk = self.binding.skeleton
-        ok = (sk.parents >= 0) & (then > 1e-9 * max(then.max(), 1e-300))
-        ratio = np.where(ok, now / np.where(ok, then, 1.0), 1.0)
+        if self.bind_rest_lengths is None or len(self.bind_rest_lengths) != len(sk):
+            ratio = np.where(sk.parents >= 0, self.object_scale, 1.0)
+        else:
+            now, then = rest_lengths(self.rig), self.bind_rest_lengths
+            ok = (sk.parents >= 0) & (then > 1e-9 * max(then.max(), 1e-300))
+            ratio = np.where(ok, now / np.where(ok, then, 1.0), 1.0) * np.where(ok, self.object_scale, 1.0)
         changed = np.flatnonzero(np.abs(ratio - 1.0) > 1e-5)
         if not changed.size:
             return None, []
@@ -100,11 +210,8 @@ class Bound:
     def adapted_pose(self, positions, frames=None):
         """Posed bone matrices (F,B,4,4), armature space, that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
-        world = self.world[idx]
-        inv = affine_inverse(world)
-        to_arm = lambda p: np.einsum("fij,fkj->fki", inv[:, :3, :3], p) + inv[:, None, :3, 3]  # noqa: E731
-        original = to_arm(self.binding.motion[idx])
-        adapted = to_arm(positions)
+        original = carried(affine_inverse(self.world[idx]), self.binding.motion[idx])   # as bound
+        adapted = carried(affine_inverse(self.placement[idx]), positions)             # where it is now
         pose = np.tile(np.eye(4), original.shape[:1] + (len(self.rig.names), 1, 1))
         pose[..., :3, :3] = matrix_from_quat(self.rotations[idx])
         if self.stretch is not None:
@@ -199,8 +306,7 @@ class Bound:
         heads = pose[..., :3, 3]
         tails = heads[:, leaves] + pose[:, leaves][..., :3, 1] * length[leaves, None]
         joints = np.concatenate([heads, tails], axis=1)
-        world = self.world[idx]
-        return np.einsum("fij,fkj->fki", world[:, :3, :3], joints) + world[:, None, :3, 3]
+        return carried(self.placement[idx], joints)
 
     def pose_channels(self, positions, frames=None):
         """Basis rotations (F,B,4) and locations (F,B,3) for adapted world joints (F,J,3)."""

@@ -104,7 +104,7 @@ class ContactsJob:
 
     def read(self):
         settings = adapter.scene.settings(self.scene)
-        self.bound = bound = Bound(self.arm)
+        self.bound = bound = Bound(self.arm, self.scene)
         self.mesh, self.influence, self.overrides, _ = read_environment(self.scene, bound, settings.influence_group,
                                                                         self.warn)
         self.flags, self.settings = prepare(settings, bound)

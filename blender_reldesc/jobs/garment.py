@@ -50,7 +50,12 @@ def _read(scene, arm, bound, source, garment):
     """A garment as the source plays it, and the body's capsule radii without it (the other
     garments aside too: ``adapter.skin``): ``(verts (F,V,3), tris, radii)``."""
     verts, tris = adapter.pointcache.source_vertices(scene, arm, source, bound.frames, garment)
-    radii = adapter.skin.measure_radii(arm, bound.binding.skeleton, exclude={garment.name})
+    # Where the character was bound: the garment goes with the armature (moved with its set since
+    # Bind, the binding's world is the bind-time one; scaled, the body it fits is the bound one).
+    to_bind = bound.world @ np.linalg.inv(bound.placement)
+    if not np.allclose(to_bind, np.eye(4), atol=1e-9):
+        verts = np.einsum("fij,fvj->fvi", to_bind[:, :3, :3], verts) + to_bind[:, None, :3, 3]
+    radii = adapter.skin.measure_radii(arm, bound.binding.skeleton, exclude={garment.name}) / bound.object_scale
     return verts, tris, radii
 
 
@@ -58,7 +63,7 @@ def bind_garment(scene, arm, name):
     """Record mesh ``name`` as a garment of the bound ``arm`` (checked against the binding: the
     garment must be near the body). Returns a report."""
     garment = adapter.pointcache.garment_object(name, arm)
-    bound = Bound(arm)
+    bound = Bound(arm, scene)
     if bound.source is None:
         raise SceneError(f"the source action '{bound.meta['action']}' is gone: re-bind with the motion to adapt")
     verts, tris, radii = _read(scene, arm, bound, bound.source, garment)

@@ -60,6 +60,8 @@ class _JobOperator(_Target):
     """Runs a job's read / compute / write phases; modal with a worker thread when interactive."""
 
     _job = None
+    #: what a cancelled run left changed
+    cancel_message = "Cancelled: nothing was changed"
     _thread = None
     _timer = None
     _state = None
@@ -129,7 +131,7 @@ class _JobOperator(_Target):
         if state.error is not None:
             cancelled = isinstance(state.error, Cancelled)
             self.report({'WARNING'} if cancelled else {'ERROR'},
-                        "Cancelled: nothing was changed" if cancelled else str(state.error))
+                        self.cancel_message if cancelled else str(state.error))
             return {'CANCELLED'}
         try:
             report = self._job.write()

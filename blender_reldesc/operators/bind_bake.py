@@ -41,6 +41,35 @@ class RELDESC_OT_bind(_JobOperator, bpy.types.Operator):
                               + with_partners)
 
 
+class RELDESC_OT_rebind_here(_JobOperator, bpy.types.Operator):
+    """Bind the armature again where it stands now, with its binding's environment, bones, body
+    height, radius and partners: the source action is assigned again (as Use Source Action) and
+    bound; the adapted action stays in the file"""
+    bl_idname = "reldesc.rebind_here"
+    bl_label = "Re-bind Here"
+    bl_options = {'REGISTER', 'UNDO'}
+    cancel_message = "Cancelled: the source action is assigned again (as Use Source Action); the binding is unchanged"
+
+    def make_job(self, context, warn):
+        arm = self.get_armature(context)
+        meta = adapter.storage.load(arm)["meta"]
+        environment = adapter.storage.bound_environment(arm, meta)
+        partners = [n for n in meta.get("partners", []) if adapter.scene.find_object(n) is not None]
+        for ob in [arm] + [adapter.scene.find_object(n) for n in partners]:
+            stored = adapter.storage.load(ob)
+            if stored["source"] is None:
+                raise adapter.SceneError(f"the source action '{stored['meta']['action']}' of '{ob.name}' is gone: "
+                                         "assign the motion to adapt and Bind")
+            adapter.actions.use_source(ob, stored["source"])
+        return commands.bind_job(context.scene, arm, environment, partners, meta.get("body_height", 0.0),
+                                 meta.get("radius_factor", 0.5), warn=warn, bone_set=meta.get("bone_set", "ALL"))
+
+    def finish(self, context, report):
+        live.clear()
+        self.report({'INFO'}, f"Bound '{report['action']}' again where '{self.get_armature(context).name}' "
+                              f"stands now ({report['descriptors']} descriptors)")
+
+
 class RELDESC_OT_bake(_JobOperator, bpy.types.Operator):
     """Adapt the bound motion to the environment as it is now and write '<action>.adapted'"""
     bl_idname = "reldesc.bake"
@@ -143,4 +172,4 @@ class RELDESC_OT_unbind(_Target, bpy.types.Operator):
         return {'FINISHED'}
 
 
-classes = (RELDESC_OT_bind, RELDESC_OT_bake, RELDESC_OT_use_source, RELDESC_OT_unbind)
+classes = (RELDESC_OT_bind, RELDESC_OT_rebind_here, RELDESC_OT_bake, RELDESC_OT_use_source, RELDESC_OT_unbind)

@@ -36,10 +36,12 @@ class RELDESC_OT_paint_influence(_Target, bpy.types.Operator):
             self.report({'INFO'}, f"Finished painting '{ob.name}'")
             return {'FINISHED'}
         try:
-            meshes, _ = adapter.mesh.environment_objects(self.get_environment(context))
+            parts, _ = adapter.mesh.environment_objects(self.get_environment(context))
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}
+        # An instanced mesh is painted on the object it instances (every instance shows the paint).
+        meshes = list({p.object.name: p.object for p in parts if p.object.type == 'MESH'}.values())
         name = self.object or (ob.name if ob is not None else "")
         target = next((m for m in meshes if m.name == name), None)
         if target is None:

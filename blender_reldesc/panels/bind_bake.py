@@ -1,9 +1,22 @@
 """The main panel (Bind, Bake, the binding's state), the bake options and the last bake's diagnostics."""
 
+from textwrap import wrap
+
 import bpy
 
 from .. import adapter
+from ..jobs.bound import moved_since_bind, placement_message
 from .base import _SubPanel, _jump_buttons
+
+
+def placement_note(meta, arm):
+    """The bake's placement message for the armature as it stands now ('' when it did not move
+    away from its environment, or when its placement changes over time: the bake says then)."""
+    matrix, parts = adapter.bound.placement_now(meta, arm)
+    if matrix is None:
+        return ""
+    moved = moved_since_bind(meta, matrix, parts)
+    return placement_message(arm.name, moved, meta.get("body_height", 1.0))
 
 
 class RELDESC_PT_main(bpy.types.Panel):
@@ -49,6 +62,11 @@ class RELDESC_PT_main(bpy.types.Panel):
             box.operator("reldesc.bind_garment", icon='MOD_CLOTH')
             ok, message = adapter.bound.environment_status(meta, arm)
             box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
+            note = placement_note(meta, arm) if ok else ""
+            if note:
+                for k, line in enumerate(wrap(note, 48)):
+                    box.label(text=line, icon='BLANK1' if k else 'ORIENTATION_GLOBAL')
+                box.operator("reldesc.rebind_here", icon='FILE_REFRESH')
         row = layout.row(align=True)
         row.enabled = meta is not None
         row.operator("reldesc.bake", icon='REC')

@@ -37,7 +37,7 @@ def session_for(arm, scene=None):
     key = arm.name
     entry = _sessions.get(key)
     if entry is None:
-        bound = Bound(arm)
+        bound = Bound(arm, scene)
         overrides, hinges = bone_controls(bound)
         options = dict(affinity_override=overrides, bone_lengths=bound.new_lengths, hinges=hinges)
         entry = {"bound": bound, "influence_dirty": True, "session": LiveSession(bound.binding, **options),
@@ -45,7 +45,7 @@ def session_for(arm, scene=None):
         settings = getattr(scene, "reldesc", None) if scene is not None else None
         if settings is not None and settings.reposition_contacts and not bound.binding.mesh.animated:
             entry["contacts"] = _contacts_preview(scene, arm, bound, options)
-        entry["watched"] = {ob.name for ob in bound.objects} | {ob.data.name for ob in bound.objects}
+        entry["watched"] = set().union(*(p.watched() for p in bound.objects))
         _sessions[key] = entry
     return entry
 
@@ -92,6 +92,8 @@ def pose_frame(scene, depsgraph, arm):
         last_contacts.update({k: sum(o.status == k for o in c.outcomes) for k in ("valid", "repositioned",
                                                                                   "unresolved")},
                              seconds=c.seconds)
+    # Keys for where the armature is now (the placement rule), also when it moved since the session began.
+    bound.placement[f] = adapter.placement.world_matrix(arm)
     quats, locs = bound.pose_channels(p[None], frames=np.array([f]))
     adapter.rig.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
     return p

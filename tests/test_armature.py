@@ -83,3 +83,27 @@ def test_affine_inverse_agrees_with_lapack_and_falls_back_on_the_rest():
     s[2, :3, 1] = 0.0
     with pytest.raises(np.linalg.LinAlgError):
         affine_inverse(s)
+
+
+def test_into_frame_undoes_each_frames_matrix_and_collapses_what_comes_out_the_same():
+    from blender_reldesc.core.skeleton.armature import into_frame
+    rng = np.random.default_rng(3)
+    F, N = 5, 7
+    m = np.tile(np.eye(4), (F, 1, 1))
+    m[:, :3, :3] = Rotation.random(F, random_state=4).as_matrix()
+    m[:, :3, 3] = rng.normal(size=(F, 3))
+    base = rng.normal(size=(N, 3))
+    moved = np.einsum("fij,nj->fni", m[:, :3, :3], base) + m[:, None, :3, 3]    # base carried by each frame
+    # Points that moved with the frames come back the same on every frame: once.
+    np.testing.assert_allclose(into_frame(m, moved), base, atol=1e-12)
+    # Points that did not: each frame's inverse, as brute force gives it.
+    out = into_frame(m, base)
+    assert out.shape == (F, N, 3)
+    for f in range(F):
+        np.testing.assert_allclose(out[f], base @ np.linalg.inv(m[f])[:3, :3].T + np.linalg.inv(m[f])[:3, 3],
+                                   atol=1e-12)
+    np.testing.assert_allclose(into_frame(m, moved, collapse=False), np.broadcast_to(base, (F, N, 3)), atol=1e-12)
+    # One matrix for every frame: the points once; None: as they are.
+    np.testing.assert_allclose(into_frame(np.broadcast_to(m[0], (F, 4, 4)), base),
+                               base @ np.linalg.inv(m[0])[:3, :3].T + np.linalg.inv(m[0])[:3, 3], atol=1e-12)
+    assert into_frame(None, base) is base

@@ -170,6 +170,8 @@ class BakeJob:
         self.options = options if options is not None else keys.BakeOptions()
         #: a partner of a group being baked: its partners are that group, not read again
         self.in_group = False
+        #: the ``Bound`` whose frame this adaptation works in (None: its own; ``Bound.use_carry``)
+        self.carry_from = None
         self.stages = []
         self.outcomes, self.rows, self.contact_counts = None, [], {"valid": 0, "repositioned": 0, "unresolved": 0}
 
@@ -182,6 +184,8 @@ class BakeJob:
             self.reposition_contacts = bool(settings.reposition_contacts)
         group = settings.influence_group if self.influence_group is None else self.influence_group
         self.bound = bound = Bound(self.arm, self.scene)
+        if self.carry_from is not None:                 # a partner: adapted in its group's frame
+            bound.use_carry(self.carry_from.carry)
         self.source = bound.source
         if bound.placement_note:
             self.warn(bound.placement_note)

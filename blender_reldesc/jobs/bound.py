@@ -10,7 +10,7 @@ import numpy as np
 from .. import adapter
 from ..adapter import SceneError
 from ..core import Binding
-from ..core.skeleton.armature import (adapted_pose, affine_inverse, joint_layout, primary_children,
+from ..core.skeleton.armature import (adapted_pose, affine_inverse, into_frame, joint_layout, primary_children,
                                      rotation_scale, split_basis)
 from ..core.skeleton.rotations import matrix_from_quat
 from .base import _load_npz
@@ -24,6 +24,13 @@ def carried(matrices, points):
 def uniform_scale(matrices):
     """The uniform scale of matrices (...,4,4): the cube root of their determinant's size."""
     return np.cbrt(np.abs(np.linalg.det(np.asarray(matrices, float)[..., :3, :3])))
+
+
+def rigid_part(matrices):
+    """Matrices (F,4,4) without their uniform scale (rotation and translation)."""
+    out = np.array(matrices, float)
+    out[:, :3, :3] /= uniform_scale(out)[:, None, None]
+    return out
 
 
 def rest_lengths(rig):
@@ -107,8 +114,7 @@ def relative_move(world_then, world_now, probes, parts_then, parts_now):
     its environment, its floor or its whole set, has not moved relative to it), the largest over
     the probes. 0 when no part's placement is known.
     """
-    carry = np.asarray(world_now, float) @ affine_inverse(np.asarray(world_then, float))
-    carry[:, :3, :3] /= uniform_scale(carry)[:, None, None]
+    carry = rigid_part(np.asarray(world_now, float) @ affine_inverse(np.asarray(world_then, float)))
     by_armature = np.einsum("fij,fkj->fki", carry[:, :3, :3], probes) + carry[:, None, :3, 3]
     best = np.inf
     for then, now in zip(parts_then, parts_now):
@@ -168,6 +174,11 @@ class Bound:
         self.object_scale = float(np.median(uniform_scale(self.placement) / uniform_scale(self.world)))
         if abs(self.object_scale - 1.0) < 1e-6:
             self.object_scale = 1.0
+        #: (F,4,4) the rigid move of the armature since Bind (None: it did not move). The core works
+        #: where the character was bound: the world now comes in through ``into_bind`` and the
+        #: adapted joints go out through it, so a character moved with its set (even by an animated
+        #: parent) is adapted exactly as if nothing moved.
+        self.use_carry(rigid_part(self.placement @ affine_inverse(self.world)))
         #: how far the armature moved relative to its environment since Bind (``relative_move``),
         #: and what the panel and the bake say of it
         self.moved = moved_since_bind(self.meta, self.placement, stored.part_matrices)
@@ -199,6 +210,38 @@ class Bound:
         names = [sk.names[j] for j in changed.tolist()]
         return {n: float(src[j] * ratio[j]) for n, j in zip(names, changed.tolist())}, names
 
+    def use_carry(self, carry):
+        """Adapt in the frame ``carry`` (F,4,4) brings the binding to (None: the world's): a
+        character's own move since Bind, or in a group of partners the baked character's, so that
+        the group is adapted in one frame."""
+        if carry is not None and np.abs(carry - np.eye(4)).max() <= 1e-9:
+            carry = None
+        self.carry = carry
+        self.frame_to_armature = affine_inverse(self.placement) if carry is None else \
+            affine_inverse(self.placement) @ carry
+
+    def into_bind(self, points, frames=None, collapse=True):
+        """World points now into the binding's frame: (N,3) for one placement, (F,N,3) over the bound
+        frames (or ``frames``); an armature that did not move leaves them as they are. With
+        ``collapse``, points that come out the same on every frame (an environment that moved with
+        the armature) come out once: (N,3)."""
+        if self.carry is None:
+            return points
+        return into_frame(self.carry if frames is None else self.carry[frames], points, collapse)
+
+    def body_into_bind(self, points, frame=0):
+        """Points (...,3) that move with the character (played on the armature now: its skin, its
+        other actions) into the binding's frame at bound frame index ``frame``: the armature's
+        whole move since Bind undone, its scale included."""
+        m = self.world[frame] @ affine_inverse(self.placement[frame])
+        return points @ m[:3, :3].T + m[:3, 3]
+
+    def out_of_bind(self, positions, frames=None):
+        """Adapted joints (F,J,3) from the binding's frame into the world now (``into_bind``'s inverse)."""
+        if self.carry is None:
+            return positions
+        return carried(self.carry if frames is None else self.carry[frames], positions)
+
     def check_counts(self, counts):
         """SceneError when the environment's (vertex, triangle) counts per object are not the bound ones."""
         adapter.mesh.check_counts(self.objects, counts, self.meta)
@@ -211,7 +254,7 @@ class Bound:
         """Posed bone matrices (F,B,4,4), armature space, that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         original = carried(affine_inverse(self.world[idx]), self.binding.motion[idx])   # as bound
-        adapted = carried(affine_inverse(self.placement[idx]), positions)             # where it is now
+        adapted = carried(self.frame_to_armature[idx], positions)                      # where it is now
         pose = np.tile(np.eye(4), original.shape[:1] + (len(self.rig.names), 1, 1))
         pose[..., :3, :3] = matrix_from_quat(self.rotations[idx])
         if self.stretch is not None:
@@ -296,7 +339,8 @@ class Bound:
         self.played_outer = full
 
     def forward(self, basis, idx=slice(None)):
-        """World joints (F,J,3) of basis matrices (F,B,4,4): forward kinematics as Blender plays them."""
+        """Joints (F,J,3) of basis matrices (F,B,4,4), forward kinematics as Blender plays them, in the
+        frame the adaptation works in (the world, or where the character was bound: ``into_bind``)."""
         rig = self.rig
         pose = np.empty_like(basis)
         for b in rig.order.tolist():
@@ -306,7 +350,7 @@ class Bound:
         heads = pose[..., :3, 3]
         tails = heads[:, leaves] + pose[:, leaves][..., :3, 1] * length[leaves, None]
         joints = np.concatenate([heads, tails], axis=1)
-        return carried(self.placement[idx], joints)
+        return carried(affine_inverse(self.frame_to_armature[idx]), joints)
 
     def pose_channels(self, positions, frames=None):
         """Basis rotations (F,B,4) and locations (F,B,3) for adapted world joints (F,J,3)."""

@@ -4,6 +4,7 @@ influence of the environment; checked against the binding, with a warning for wh
 from __future__ import annotations
 
 from .. import adapter
+from ..core.skeleton.armature import into_frame
 
 
 def bone_controls(bound, warn=None):
@@ -44,4 +45,5 @@ def read_environment(scene, bound, group, warn=None):
                                                                   group)
     warn_stray_influence(group, stray, warn)
     overrides, hinges = bone_controls(bound, warn)
-    return bound.binding.mesh.with_vertices(verts), influence, overrides, hinges
+    # Where the character was bound (``Bound.into_bind``): a set moved with it is the bound one.
+    return bound.binding.mesh.with_vertices(into_frame(bound.carry, verts)), influence, overrides, hinges

@@ -52,9 +52,8 @@ def _read(scene, arm, bound, source, garment):
     verts, tris = adapter.pointcache.source_vertices(scene, arm, source, bound.frames, garment)
     # Where the character was bound: the garment goes with the armature (moved with its set since
     # Bind, the binding's world is the bind-time one; scaled, the body it fits is the bound one).
-    to_bind = bound.world @ np.linalg.inv(bound.placement)
-    if not np.allclose(to_bind, np.eye(4), atol=1e-9):
-        verts = np.einsum("fij,fvj->fvi", to_bind[:, :3, :3], verts) + to_bind[:, None, :3, 3]
+    if bound.carry is not None or bound.object_scale != 1.0:
+        verts = np.stack([bound.body_into_bind(v, f) for f, v in enumerate(verts)])
     radii = adapter.skin.measure_radii(arm, bound.binding.skeleton, exclude={garment.name}) / bound.object_scale
     return verts, tris, radii
 
@@ -99,7 +98,8 @@ class GarmentStage:
         object's space, plays back where it was carried in the world."""
         frames = job.bound.frames
         out = []
-        for garment, world in zip(self.garments, self.carried):
+        for garment, carried in zip(self.garments, self.carried):
+            world = job.bound.out_of_bind(carried)                  # carried where the character was bound
             inv = np.linalg.inv(adapter.empties.matrices(job.scene, garment, frames))          # (1 or F,4,4)
             local = np.einsum("fij,fvj->fvi", inv[:, :3, :3], world) + inv[:, None, :3, 3]
             path = adapter.pointcache.cache_path(garment)

@@ -81,6 +81,7 @@ class PartnerStage:
             other = BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=job.reposition_contacts,
                             options=job.options, solver="descriptors")
             other.in_group = True                       # its own partners are this group: not read again
+            other.carry_from = job.bound                # and it is adapted in the group's frame
             try:
                 other.read()
             except SceneError as e:

@@ -48,7 +48,9 @@ class ReachJob(BakeJob):
         frames = bound.frames
         if not frames[0] <= self.frame <= frames[-1]:
             raise SceneError(f"frame {self.frame} is outside the bound frames {frames[0]}-{frames[-1]}")
-        self.targets = adapter.empties.positions(self.scene, ob, frames)
+        # Where the character was bound (``Bound.into_bind``), as the environment.
+        self.targets = bound.into_bind(adapter.empties.positions(self.scene, ob, frames)[:, None], collapse=False)
+        self.targets = np.broadcast_to(self.targets, (len(frames), 1, 3))[:, 0].copy()
         self.database = [self._example(name) for name in self.database_names]
         self.read_seconds += time.perf_counter() - t0
 
@@ -61,7 +63,7 @@ class ReachJob(BakeJob):
         tails = rig.index[self.bound.tail_joint >= 0]
         joints = adapter.rig.play_action(self.scene, self.arm, action, full, tails)
         B = len(full.names)
-        return np.concatenate([joints[:, rig.index], joints[:, B:]], axis=1)
+        return self.bound.body_into_bind(np.concatenate([joints[:, rig.index], joints[:, B:]], axis=1))
 
     def solve(self, progress=None):
         bound = self.bound

@@ -26,11 +26,14 @@ from .bind_bake import BakeJob
 NOT_SEGMENTS = {"reldesc_influence"}
 
 
-def segmented(ob):
-    """A ``core.transfer.Segmented`` of mesh object ``ob`` in world space, labelled by its vertex
-    groups, else by its boolean face attributes (unlabelled triangles -1), or None when it has
-    neither; and its vertices and triangles."""
+def segmented(ob, bound=None):
+    """A ``core.transfer.Segmented`` of mesh object ``ob`` in world space (where ``bound``'s
+    character was bound: ``Bound.into_bind``), labelled by its vertex groups, else by its boolean
+    face attributes (unlabelled triangles -1), or None when it has neither; and its vertices and
+    triangles."""
     verts, tris, labels, names, kind = adapter.mesh.segment_labels(ob, NOT_SEGMENTS)
+    if bound is not None:
+        verts = bound.into_bind(verts, np.array([0]))
     if labels is None:
         return None, verts, tris
     seg = Segmented(verts, tris, labels, names)
@@ -69,8 +72,8 @@ class TransferJob(BakeJob):
         k = names.index(self.source_name)
         first = sum(counts[:k])
         self.template_triangles = np.arange(first, first + counts[k])
-        template, tv, tt = segmented(objects[k])
-        novel, nv, nt = segmented(target)
+        template, tv, tt = segmented(objects[k], self.bound)
+        novel, nv, nt = segmented(target, self.bound)
         if not len(nt):
             raise SceneError(f"'{self.target_name}' has no faces: give a mesh with faces to transfer to")
         shared = template is not None and novel is not None and self._shares(template, novel)

@@ -81,19 +81,21 @@ def clear():
 def pose_frame(scene, depsgraph, arm):
     """Pose ``arm`` at the scene's current frame; returns the joint positions (J,3)."""
     entry = session_for(arm, scene)
+    frames = entry["bound"].frames
+    f = int(np.clip(scene.frame_current - frames[0], 0, len(frames) - 1))
+    if np.abs(adapter.placement.world_matrix(arm) - entry["bound"].placement[f]).max() > 1e-9:
+        _sessions.pop(arm.name, None)                   # the armature moved: read where it is now
+        entry = session_for(arm, scene)
     _refresh_influence(scene, entry)
     bound, session = entry["bound"], entry["contacts"] or entry["session"]
     verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
-    f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
-    p = session.pose(f, verts)
+    p = session.pose(f, bound.into_bind(verts, np.array([f])))
     if entry["contacts"] is not None:
         c = entry["contacts"]
         last_contacts.update({k: sum(o.status == k for o in c.outcomes) for k in ("valid", "repositioned",
                                                                                   "unresolved")},
                              seconds=c.seconds)
-    # Keys for where the armature is now (the placement rule), also when it moved since the session began.
-    bound.placement[f] = adapter.placement.world_matrix(arm)
     quats, locs = bound.pose_channels(p[None], frames=np.array([f]))
     adapter.rig.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
     return p

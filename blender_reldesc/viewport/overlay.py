@@ -24,7 +24,7 @@ def _geometry(context):
     arm = s.armature
     if arm is None or adapter.storage.stored_meta(arm) is None:
         return None
-    entry = live.session_for(arm)
+    entry = live.session_for(arm, scene)
     bound = entry["bound"]
     depsgraph = context.evaluated_depsgraph_get()
     verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
@@ -38,7 +38,9 @@ def _geometry(context):
            adapter.storage.contacts_state(arm))
     if _cache["key"] == key:
         return _cache["geometry"]
-    mesh = bound.binding.mesh.with_vertices(verts)
+    at = np.array([f])
+    mesh = bound.binding.mesh.with_vertices(bound.into_bind(verts, at))     # where the character was bound
+    verts = mesh.vertices
     session = entry["session"]
     influence = session.rig.influence
     targets = solved = None
@@ -51,6 +53,9 @@ def _geometry(context):
     c = contact_geometry(adapter.storage.stored_contacts(arm))
     for key in ("points", "point_colors", "lines", "line_colors"):
         g[key] = np.concatenate([g[key], c[key]])
+    for key in ("points", "lines", "joints"):                  # drawn where the armature is now
+        if len(g[key]):
+            g[key] = bound.out_of_bind(np.asarray(g[key], float)[None], at)[0]
     _cache.update(key=key, geometry=g)
     return g
 

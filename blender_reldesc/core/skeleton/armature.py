@@ -74,6 +74,24 @@ def affine_inverse(m):
 
 
 
+def into_frame(matrices, points, collapse=True):
+    """Points into the frames of ``matrices`` (F,4,4) (each frame's points carried by its matrix's
+    inverse): (N,3) points the same on every frame, or (F,N,3). Returns (N,3) when one matrix
+    serves every frame, or, with ``collapse``, when the points come out the same on every frame
+    (within 1e-9 of their size); else (F,N,3). None for ``matrices`` leaves the points as they are."""
+    if matrices is None:
+        return points
+    inv = affine_inverse(np.asarray(matrices, float))
+    if points.ndim == 2 and np.abs(inv - inv[0]).max() <= 1e-12:
+        return points @ inv[0, :3, :3].T + inv[0, :3, 3]
+    if points.ndim == 2:
+        points = np.broadcast_to(points, (len(inv),) + points.shape)
+    out = np.einsum("fij,fkj->fki", inv[:, :3, :3], points) + inv[:, None, :3, 3]
+    if collapse and np.abs(out - out[0]).max() <= 1e-9 * max(1.0, float(np.abs(out[0]).max())):
+        return out[0]
+    return out
+
+
 def basis_from_pose(rest, parents, pose):
     """``basis (F,B,4,4)`` such that the bones reach ``pose`` (see module docstring)."""
     parents = np.asarray(parents)

@@ -33,7 +33,7 @@ import time
 
 import bpy
 import numpy as np
-from mathutils import Matrix, Vector
+from mathutils import Matrix
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import blender_reldesc  # noqa: E402
@@ -62,6 +62,22 @@ def heads(scene, ob, frames):
         head, _, _ = adapter.read_pose(ob)
         out.append(adapter.to_world(adapter.world_matrix(ob), head))
     return np.array(out)
+
+
+def local_pose(scene, ob, frames):
+    """(F,B,4,4) every pose bone's matrix_basis as Blender plays the assigned action."""
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        out.append([np.array(pb.matrix_basis) for pb in ob.pose.bones])
+    return np.array(out)
+
+
+def pose_change(a, b):
+    """Largest change of a local pose value (rotation entries; locations relative to the largest)."""
+    rot = float(np.abs(a[..., :3, :3] - b[..., :3, :3]).max())
+    loc = float(np.abs(a[..., :3, 3] - b[..., :3, 3]).max()) / max(1.0, float(np.abs(a[..., :3, 3]).max()))
+    return max(rot, loc)
 
 
 def moved(points, matrix=MOVE):
@@ -208,7 +224,9 @@ def single(clip, frames, work, rows):
     bpy.context.view_layer.update()
     mid = frames // 2
     target = bpy.data.objects.new("Target", None)
-    target.location = heads(scene, arm, [mid])[0][names.index(hand)] + np.array([0.1, -0.05, 0.1])
+    bound = jobs.Bound(arm, scene)                         # the source's hand, as bound (the parent where it was)
+    at = bound.binding.motion[mid - 1, bound.binding.skeleton.index(hand)]
+    target.location = at + np.array([0.1, -0.05, 0.1])
     scene.collection.objects.link(target)
     target.parent = root
     from blender_reldesc.jobs.reaching import reach_job

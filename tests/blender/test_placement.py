@@ -98,6 +98,31 @@ def fbx_scene(tmp_path):
     return scene, arm, env, root, bridge, beam, heads
 
 
+class _Layout:
+    """Records what a panel draws (headless: no real UI layout)."""
+
+    def __init__(self, log):
+        self.log, self.enabled = log, True
+
+    def label(self, text="", **kw):
+        self.log.append(("label", text))
+
+    def operator(self, idname, **kw):
+        self.log.append(("operator", idname))
+
+    def __getattr__(self, name):                  # prop, prop_search: recorded as nothing
+        if name in ("box", "row", "column"):
+            return lambda **kw: self
+        return lambda *a, **kw: None
+
+
+def _draw_main_panel():
+    from blender_reldesc import panels
+    log = []
+    panels.bind_bake.RELDESC_PT_main.draw(type("P", (), {"layout": _Layout(log)})(), bpy.context)
+    return log
+
+
 def _bake(arm, **kw):
     assert bpy.ops.reldesc.bake(armature=arm.name, **kw) == {'FINISHED'}
     return fcurve_snapshot(arm.animation_data.action)
@@ -165,6 +190,9 @@ def test_an_armature_moved_away_is_pulled_back_says_so_and_rebinds_here(fbx_scen
     bpy.context.view_layer.update()
     note = placement_note(meta, arm)
     assert "moved 1.5 m relative to its environment" in note and "Re-bind Here" in note
+    drawn = _draw_main_panel()
+    assert any("moved 1.5 m relative" in text for kind, text in drawn if kind == "label")
+    assert ("operator", "reldesc.rebind_here") in drawn
     warnings = []
     report = jobs.BakeJob(scene, arm, warn=warnings.append).run()
     assert report["placement"]["moved_from_environment"] == pytest.approx(1.5, abs=1e-4)
@@ -175,6 +203,7 @@ def test_an_armature_moved_away_is_pulled_back_says_so_and_rebinds_here(fbx_scen
     assert bpy.ops.reldesc.rebind_here(armature=arm.name) == {'FINISHED'}
     assert arm.animation_data.action.name == "Walk"
     assert placement_note(adapter.stored_meta(arm), arm) == ""
+    assert ("operator", "reldesc.rebind_here") not in _draw_main_panel()
     _bake(arm)
     shifted = source + np.array([1.5, 0.0, 0.0])
     assert np.abs(heads_over_frames(scene, arm, range(1, FRAMES + 1)) - shifted).max() < 1e-4
@@ -361,5 +390,91 @@ def test_a_rig_with_mixamo_names_under_a_scaled_parent_moved_with_its_set():
     assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
     unedited = _bake(arm)
     root.location, root.rotation_euler = (3.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+    bpy.context.view_layer.update()
+    _same_keys(unedited, _bake(arm))
+
+
+def _crates(env, points):
+    """A geometry-nodes object instancing a cube on each of its vertices (instances not realised)."""
+    me = bpy.data.meshes.new("CratePoints")
+    me.from_pydata([tuple(p) for p in points], [], [])
+    ob = bpy.data.objects.new("Crates", me)
+    env.objects.link(ob)
+    tree = bpy.data.node_groups.new("Crates", 'GeometryNodeTree')
+    tree.interface.new_socket("Geometry", in_out='INPUT', socket_type='NodeSocketGeometry')
+    tree.interface.new_socket("Geometry", in_out='OUTPUT', socket_type='NodeSocketGeometry')
+    inp, out = tree.nodes.new("NodeGroupInput"), tree.nodes.new("NodeGroupOutput")
+    cube, on_points = tree.nodes.new("GeometryNodeMeshCube"), tree.nodes.new("GeometryNodeInstanceOnPoints")
+    tree.links.new(inp.outputs[0], on_points.inputs["Points"])
+    tree.links.new(cube.outputs[0], on_points.inputs["Instance"])
+    tree.links.new(on_points.outputs[0], out.inputs[0])
+    ob.modifiers.new("Crates", 'NODES').node_group = tree
+    return ob
+
+
+def test_instances_made_by_geometry_nodes_are_parts_of_the_environment():
+    scene, arm, env, bridge, beam = demo.build_scene(frames=FRAMES, deck_cells=(40, 8))
+    source = heads_over_frames(scene, arm, range(1, FRAMES + 1))
+    crates = _crates(env, [(0.5, 1.2, 0.5), (1.5, 1.2, 0.5)])
+    bpy.context.view_layer.update()
+    warnings = []
+    jobs.BindJob(scene, arm, env.name, warn=warnings.append).run()
+    meta = adapter.stored_meta(arm)
+    assert meta["objects"] == ["Beam", "Bridge", "Crates/Crates #1", "Crates/Crates #2"]
+    assert meta["no_surface"] == ["Crates"]                  # its own mesh is points only: said, left out
+    assert meta["vertex_counts"][2:] == [8, 8]
+    _bake(arm)
+    assert np.abs(heads_over_frames(scene, arm, range(1, FRAMES + 1)) - source).max() < 1e-5
+    # A crate moved by its points is an edit the bake reads; one crate fewer is a change of parts.
+    crates.data.vertices[0].co.x += 0.3
+    crates.data.update()
+    report = _report(arm)
+    assert report["placement"]["moved_from_environment"] < 1e-5
+    crates.data.vertices.add(1)
+    crates.data.update()
+    with pytest.raises(RuntimeError, match="changed since bind"):
+        bpy.ops.reldesc.bake(armature="Walker")
+
+
+def test_a_set_linked_from_another_file_through_nested_instances(tmp_path):
+    # The library: 'Outer' holds the bridge and an Empty instancing 'Inner' (the beam). The shot
+    # links 'Outer' and instances it from the environment: two levels of instances, linked data.
+    scene, arm, env, bridge, beam = demo.build_scene(frames=FRAMES, deck_cells=(40, 8))
+    source = heads_over_frames(scene, arm, range(1, FRAMES + 1))
+    inner = bpy.data.collections.new("Inner")
+    outer = bpy.data.collections.new("Outer")
+    for ob in (bridge, beam):
+        for c in list(ob.users_collection):
+            c.objects.unlink(ob)
+    inner.objects.link(beam)
+    outer.objects.link(bridge)
+    nested = bpy.data.objects.new("BeamInstance", None)
+    nested.instance_type, nested.instance_collection = 'COLLECTION', inner
+    outer.objects.link(nested)
+    outer.use_fake_user = True
+    library = str(tmp_path / "set.blend")
+    bpy.data.libraries.write(library, {outer, inner, bridge, beam, nested, bridge.data, beam.data})
+    for ob in (bridge, beam, nested):
+        bpy.data.objects.remove(ob)
+    bpy.data.collections.remove(outer)
+    bpy.data.collections.remove(inner)
+    with bpy.data.libraries.load(library, link=True) as (src, dst):
+        dst.collections = ["Outer"]
+    linked = dst.collections[0]
+    assert linked.library is not None
+    instancer = bpy.data.objects.new("Set", None)
+    instancer.instance_type, instancer.instance_collection = 'COLLECTION', linked
+    env.objects.link(instancer)
+    bpy.context.view_layer.update()
+    parts, _ = adapter.environment_objects(env.name)
+    assert [p.name for p in parts] == ["Set/Beam", "Set/Bridge"]
+    assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
+    _bake(arm)
+    assert np.abs(heads_over_frames(scene, arm, range(1, FRAMES + 1)) - source).max() < 1e-5
+    # The whole linked set moved with the character: nothing changes.
+    root = _root()
+    _parent([arm, instancer], root)
+    unedited = fcurve_snapshot(arm.animation_data.action)
+    root.matrix_world = MOVE
     bpy.context.view_layer.update()
     _same_keys(unedited, _bake(arm))

@@ -104,3 +104,22 @@ def test_twist_on_the_part_of_the_skeleton_equals_the_whole(convention):
     want = np.degrees(2.0 * np.arctan2(np.einsum("fkd,kd->fk", q[..., 1:], limits.axis), q[..., 0]))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+def test_children_on_one_line_pointing_opposite_ways_give_a_rotation():
+    # A pelvis whose thighs start exactly left and right of it (a Rigify-named capture): the two
+    # child offsets cancel, which used to give a zero matrix (and a failed bake).
+    from blender_reldesc.core import Skeleton
+    names = ["pelvis", "thigh.L", "thigh.R", "shin.L", "shin.R"]
+    parents = [-1, 0, 0, 1, 2]
+    sk = Skeleton(names, parents)
+    rest = np.array([[0, 0, 1], [0.1, 0, 1], [-0.1, 0, 1], [0.1, 0, 0.5], [-0.1, 0, 0.5]], float)
+    motion = np.broadcast_to(rest, (3, 5, 3)).copy()
+    m = matrix_from_quat(recover_rotations(sk, motion, motion))
+    np.testing.assert_allclose(m, np.broadcast_to(np.eye(3), m.shape), atol=1e-12)
+    R = random_rotation(np.random.default_rng(2))
+    m = matrix_from_quat(recover_rotations(sk, motion, motion @ R.T))
+    np.testing.assert_allclose(np.linalg.det(m), 1.0, atol=1e-9)
+    # The line the thighs lie on is carried onto its new direction (its twist is undetermined).
+    for f in range(3):
+        np.testing.assert_allclose(m[f, 0] @ np.array([1.0, 0, 0]), R @ np.array([1.0, 0, 0]), atol=1e-9)

@@ -154,8 +154,12 @@ def _several_children(original, adapted, rot, parents, multi, child, primary, ey
         par = parents[multi[mi]]
         base = np.where((par >= 0)[:, None, None], rot[fi, np.maximum(par, 0)], eye[fi])
         n = weight.sum(axis=1)[mi, None]
-        carried = np.einsum("kij,kj->ki", base, u[fi, mi].sum(axis=1) / n)
-        r[fi, mi] = swing(carried, v[fi, mi].sum(axis=1) / n) @ base
+        # Children on one line may point opposite ways (a pelvis whose thighs start left and
+        # right of it): turned to the first child's side before averaging, they cannot cancel.
+        uf, vf = u[fi, mi], v[fi, mi]
+        side = np.where(np.einsum("kcj,kj->kc", uf, uf[:, 0]) < 0, -1.0, 1.0)[..., None]
+        carried = np.einsum("kij,kj->ki", base, (side * uf).sum(axis=1) / n)
+        r[fi, mi] = swing(carried, (side * vf).sum(axis=1) / n) @ base
     if primary is not None:
         main = np.array([k.tolist().index(int(primary[j])) if int(primary[j]) in k.tolist() else -1
                          for j, k in zip(multi.tolist(), kids)])

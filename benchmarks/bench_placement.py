@@ -56,12 +56,8 @@ def trimmed(path, count, out):
 
 
 def heads(scene, ob, frames):
-    out = []
-    for f in frames:
-        scene.frame_set(int(f))
-        head, _, _ = adapter.read_pose(ob)
-        out.append(adapter.to_world(adapter.world_matrix(ob), head))
-    return np.array(out)
+    """World positions (F,B,3) of the bone heads as Blender evaluates them."""
+    return adapter.read_motion(scene, ob, np.asarray(list(frames)), [])[0]
 
 
 def local_pose(scene, ob, frames):

@@ -14,6 +14,17 @@ def heads_over_frames(scene, arm, frames):
     return np.stack(out)
 
 
+def evaluated_vertices(ob, scene, frame):
+    """World vertices (V,3) of mesh object ``ob`` as Blender evaluates it at ``frame``."""
+    import bpy
+    scene.frame_set(frame)
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    co = np.empty(len(ev.data.vertices) * 3)
+    ev.data.vertices.foreach_get("co", co)
+    m = np.array(ev.matrix_world)
+    return co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+
+
 def fcurve_snapshot(action):
     from blender_reldesc.adapter import _fcurves
     snap = {}

@@ -8,15 +8,7 @@ bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core.garment import mesh_edges, read_pc2  # noqa: E402
-
-
-def _evaluated(ob, scene, frame):
-    scene.frame_set(frame)
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    co = np.empty(len(ev.data.vertices) * 3)
-    ev.data.vertices.foreach_get("co", co)
-    m = np.array(ev.matrix_world)
-    return co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+from blender_helpers import evaluated_vertices  # noqa: E402
 
 
 def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
@@ -26,7 +18,7 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
     assert adapter.storage.garment_names(arm) == ["Skirt"]
-    source = [_evaluated(skirt, scene, f) for f in (1, 15, 30)]
+    source = [evaluated_vertices(skirt, scene, f) for f in (1, 15, 30)]
     demo.lengthen_legs(arm, 1.15)
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     mod = skirt.modifiers[adapter.pointcache.MODIFIER]
@@ -38,7 +30,7 @@ def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
                                    for t in ((p.vertices[0], p.vertices[1], p.vertices[2]),
                                              (p.vertices[0], p.vertices[2], p.vertices[3]))]))
     for k, f in enumerate((1, 15, 30)):
-        now = _evaluated(skirt, scene, f)
+        now = evaluated_vertices(skirt, scene, f)
         # The modifier plays the carried skirt: it rose with the hips on the longer legs, its
         # edges within 5 % of their source lengths.
         assert now[:, 2].mean() - source[k][:, 2].mean() > 0.03
@@ -113,11 +105,11 @@ def test_a_garment_whose_object_moves_plays_back_where_it_was_carried(tmp_path):
     from blender_reldesc import adapter
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     mod = skirt.modifiers[adapter.pointcache.MODIFIER]
-    played = {f: _evaluated(skirt, scene, f) for f in (1, 10, 20)}
+    played = {f: evaluated_vertices(skirt, scene, f) for f in (1, 10, 20)}
     mod.show_viewport = False
     adapter.assign(arm, source, adapter.armature_slot(arm, source))
     for f, now in played.items():
-        then = _evaluated(skirt, scene, f)
+        then = evaluated_vertices(skirt, scene, f)
         assert np.abs(now - then).max() < 1e-4, f
 
 

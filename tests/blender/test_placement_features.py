@@ -10,17 +10,8 @@ bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import adapter, demo, jobs  # noqa: E402
 from blender_reldesc.viewport import live  # noqa: E402
-from blender_helpers import fcurve_snapshot, heads_over_frames  # noqa: E402
+from blender_helpers import evaluated_vertices, fcurve_snapshot, heads_over_frames  # noqa: E402
 from test_placement import MOVE, _moved, _parent, _root, _same_keys  # noqa: E402
-
-
-def _evaluated(ob, scene, frame):
-    scene.frame_set(frame)
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    co = np.empty(len(ev.data.vertices) * 3)
-    ev.data.vertices.foreach_get("co", co)
-    m = np.array(ev.matrix_world)
-    return co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
 
 
 def _basis(arm):
@@ -100,12 +91,12 @@ def test_a_garment_of_a_rig_moved_with_its_set_is_carried_with_it(tmp_path):
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
     bpy.data.objects["Floor"].location.z += 0.05              # an edit: the skirt is carried, not copied
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
-    here = {f: _evaluated(skirt, scene, f) for f in (1, 10, 20)}
+    here = {f: evaluated_vertices(skirt, scene, f) for f in (1, 10, 20)}
     root.matrix_world = MOVE
     bpy.context.view_layer.update()
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
     for f, then in here.items():
-        assert np.abs(_evaluated(skirt, scene, f) - _moved(then)).max() < 1e-4, f
+        assert np.abs(evaluated_vertices(skirt, scene, f) - _moved(then)).max() < 1e-4, f
 
 
 def test_a_walk_in_a_moved_set_walks_the_same_way_moved():

@@ -123,3 +123,9 @@ def test_children_on_one_line_pointing_opposite_ways_give_a_rotation():
     # The line the thighs lie on is carried onto its new direction (its twist is undetermined).
     for f in range(3):
         np.testing.assert_allclose(m[f, 0] @ np.array([1.0, 0, 0]), R @ np.array([1.0, 0, 0]), atol=1e-9)
+    # Float32 noise on positions read from Blender (1e-7 of their size) must not turn the pelvis
+    # about the line of its thighs: children that only noise spreads are on one line.
+    rng = np.random.default_rng(5)
+    noisy = motion + 1e-7 * rng.normal(size=motion.shape)
+    m = matrix_from_quat(recover_rotations(sk, motion + 1e-7 * rng.normal(size=motion.shape), noisy))
+    np.testing.assert_allclose(m[:, 0], np.broadcast_to(np.eye(3), (3, 3, 3)), atol=1e-5)

@@ -147,8 +147,12 @@ def _several_children(original, adapted, rot, parents, multi, child, primary, ey
     # Collinear children (e.g. a neck and shoulders that all start at the chest's tail)
     # leave the twist undetermined: carried with the parent and swung, like a bone with one
     # child, so the twist relative to the parent stays as it was.
+    # On one line to 1e-4 rad: positions read from Blender carry float32 noise (about 1e-7 of
+    # their distance from the origin, 1e-6 of a short offset far from it), and a best fit of
+    # children that noise alone spreads turns the joint about that line at random (a pelvis
+    # pitched by whatever noise its thighs carry).
     span = np.linalg.norm(cross(np.broadcast_to(u[:, :, :1], u[:, :, 1:].shape), u[:, :, 1:]), axis=-1).max(axis=-1)
-    flat = span < 1e-9 * np.linalg.norm(u[:, :, 0], axis=-1) ** 2                    # (F,M)
+    flat = span < 1e-4 * np.linalg.norm(u[:, :, 0], axis=-1) ** 2                    # (F,M)
     if np.any(flat):
         fi, mi = np.nonzero(flat)
         par = parents[multi[mi]]

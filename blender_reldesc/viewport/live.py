@@ -36,6 +36,8 @@ def session_for(arm, scene=None):
     the scene's *Re-position Contacts* on a ``ContactsPreview`` (``entry["contacts"]``)."""
     key = arm.name
     entry = _sessions.get(key)
+    if entry is not None and scene is not None and _moved(entry["bound"], scene, arm):
+        entry = None                                    # the armature moved: read where it is now
     if entry is None:
         bound = Bound(arm, scene)
         overrides, hinges = bone_controls(bound)
@@ -48,6 +50,12 @@ def session_for(arm, scene=None):
         entry["watched"] = set().union(*(p.watched() for p in bound.objects))
         _sessions[key] = entry
     return entry
+
+
+def _moved(bound, scene, arm):
+    """Whether the armature's object matrix at the current frame is not the one ``bound`` read."""
+    f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
+    return np.abs(adapter.placement.world_matrix(arm) - bound.placement[f]).max() > 1e-9
 
 
 def _contacts_preview(scene, arm, bound, options):
@@ -83,9 +91,6 @@ def pose_frame(scene, depsgraph, arm):
     entry = session_for(arm, scene)
     frames = entry["bound"].frames
     f = int(np.clip(scene.frame_current - frames[0], 0, len(frames) - 1))
-    if np.abs(adapter.placement.world_matrix(arm) - entry["bound"].placement[f]).max() > 1e-9:
-        _sessions.pop(arm.name, None)                   # the armature moved: read where it is now
-        entry = session_for(arm, scene)
     _refresh_influence(scene, entry)
     bound, session = entry["bound"], entry["contacts"] or entry["session"]
     verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)

@@ -129,3 +129,23 @@ def test_contacts_of_a_rig_moved_with_its_set_are_the_same(scene):
     again = adapter.stored_contacts(arm)
     assert [(r["effector"], r["start"], r["end"], r["status"]) for r in again] == \
         [(r["effector"], r["start"], r["end"], r["status"]) for r in here]
+
+
+def test_the_overlay_of_a_rig_moved_with_its_set_is_drawn_where_it_now_is(scene):
+    from blender_reldesc.viewport import overlay
+    scene, arm, env, bridge, beam = scene
+    root = _in_a_set(scene, arm, env)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
+    arm.data.bones.active = arm.data.bones["Head"]
+    scene.reldesc.overlay_targets = True
+    scene.frame_set(20)
+    live.clear()
+    before = {k: np.array(v, float) for k, v in overlay._geometry(bpy.context).items()
+              if k in ("points", "lines", "joints")}
+    root.matrix_world = MOVE
+    bpy.context.view_layer.update()
+    after = overlay._geometry(bpy.context)                     # the same session: it sees the move
+    for key, then in before.items():
+        assert len(then)
+        np.testing.assert_allclose(np.array(after[key], float), _moved(then), atol=1e-5)
+    live.clear()

@@ -107,3 +107,13 @@ def test_into_frame_undoes_each_frames_matrix_and_collapses_what_comes_out_the_s
     np.testing.assert_allclose(into_frame(np.broadcast_to(m[0], (F, 4, 4)), base),
                                base @ np.linalg.inv(m[0])[:3, :3].T + np.linalg.inv(m[0])[:3, 3], atol=1e-12)
     assert into_frame(None, base) is base
+    # ``like``: points back where they were to float precision are taken as they were.
+    noisy = moved.copy()
+    noisy[0, 0] += 1e-9
+    np.testing.assert_array_equal(into_frame(m, noisy, like=base), base)
+    shifted = base.copy()
+    shifted[1] += 0.01                                       # one point really moved
+    edited = np.einsum("fij,nj->fni", m[:, :3, :3], shifted) + m[:, None, :3, 3]
+    out = into_frame(m, edited, like=base)
+    np.testing.assert_array_equal(np.delete(out, 1, axis=0), np.delete(base, 1, axis=0))
+    assert np.abs(out[1] - base[1]).max() > 0.005

@@ -8,9 +8,10 @@ they need here on the main thread, compute without Blender, and write here after
 By what it reads and writes:
 
 - ``scene``: objects and collections by name, the panel's settings, the .blend file
-- ``placement``: world matrices
+- ``placement``: world matrices, an object's matrices over frames (the placement rule)
 - ``rig``: bones, bone sets, poses over frames, per-bone controls
-- ``mesh``: environment geometry, vertex groups, painted influence, face attributes
+- ``mesh``: the environment's parts as Blender evaluates them (objects, instances), their
+  geometry, vertex groups, painted influence, face attributes
 - ``skin``: capsule radii from the meshes an armature deforms
 - ``paths``: curves as polylines
 - ``empties``: objects as moving frames (reach targets, garments)

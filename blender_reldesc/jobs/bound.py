@@ -224,10 +224,13 @@ class Bound:
         """World points now into the binding's frame: (N,3) for one placement, (F,N,3) over the bound
         frames (or ``frames``); an armature that did not move leaves them as they are. With
         ``collapse``, points that come out the same on every frame (an environment that moved with
-        the armature) come out once: (N,3)."""
+        the armature) come out once: (N,3). The bound environment's vertices that come out where
+        they were bound, to float precision, are the bound ones (``into_frame``'s ``like``)."""
         if self.carry is None:
             return points
-        return into_frame(self.carry if frames is None else self.carry[frames], points, collapse)
+        mesh = self.binding.mesh
+        like = mesh.vertices if not mesh.animated and points.shape[-2:] == mesh.vertices.shape else None
+        return into_frame(self.carry if frames is None else self.carry[frames], points, collapse, like=like)
 
     def body_into_bind(self, points, frame=0):
         """Points (...,3) that move with the character (played on the armature now: its skin, its

@@ -46,4 +46,6 @@ def read_environment(scene, bound, group, warn=None):
     warn_stray_influence(group, stray, warn)
     overrides, hinges = bone_controls(bound, warn)
     # Where the character was bound (``Bound.into_bind``): a set moved with it is the bound one.
-    return bound.binding.mesh.with_vertices(into_frame(bound.carry, verts)), influence, overrides, hinges
+    mesh = bound.binding.mesh
+    bound_verts = None if mesh.animated else mesh.vertices
+    return mesh.with_vertices(into_frame(bound.carry, verts, like=bound_verts)), influence, overrides, hinges

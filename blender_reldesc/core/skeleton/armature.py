@@ -74,21 +74,32 @@ def affine_inverse(m):
 
 
 
-def into_frame(matrices, points, collapse=True):
+def into_frame(matrices, points, collapse=True, like=None, tolerance=1e-6):
     """Points into the frames of ``matrices`` (F,4,4) (each frame's points carried by its matrix's
     inverse): (N,3) points the same on every frame, or (F,N,3). Returns (N,3) when one matrix
     serves every frame, or, with ``collapse``, when the points come out the same on every frame
-    (within 1e-9 of their size); else (F,N,3). None for ``matrices`` leaves the points as they are."""
+    (within 1e-9 of their size); else (F,N,3). None for ``matrices`` leaves the points as they are.
+
+    like : optional (N,3) points these are expected to equal where nothing moved them (a bound
+        environment): a point within ``tolerance`` of the points' extent of its twin is taken as
+        its twin, so the float noise of single-precision matrices does not pass for an edit.
+    """
     if matrices is None:
         return points
     inv = affine_inverse(np.asarray(matrices, float))
     if points.ndim == 2 and np.abs(inv - inv[0]).max() <= 1e-12:
-        return points @ inv[0, :3, :3].T + inv[0, :3, 3]
-    if points.ndim == 2:
-        points = np.broadcast_to(points, (len(inv),) + points.shape)
-    out = np.einsum("fij,fkj->fki", inv[:, :3, :3], points) + inv[:, None, :3, 3]
-    if collapse and np.abs(out - out[0]).max() <= 1e-9 * max(1.0, float(np.abs(out[0]).max())):
-        return out[0]
+        out = points @ inv[0, :3, :3].T + inv[0, :3, 3]
+    else:
+        if points.ndim == 2:
+            points = np.broadcast_to(points, (len(inv),) + points.shape)
+        out = np.einsum("fij,fkj->fki", inv[:, :3, :3], points) + inv[:, None, :3, 3]
+        if collapse and np.abs(out - out[0]).max() <= 1e-9 * max(1.0, float(np.abs(out[0]).max())):
+            out = out[0]
+    if like is not None and len(like):
+        like = np.asarray(like, float)
+        tol = tolerance * max(1.0, float(np.ptp(like, axis=0).max()))
+        same = (np.abs(out - like) <= tol).all(axis=-1)
+        out = np.where(same[..., None], like, out)
     return out
 
 

@@ -478,3 +478,20 @@ def test_a_set_linked_from_another_file_through_nested_instances(tmp_path):
     root.matrix_world = MOVE
     bpy.context.view_layer.update()
     _same_keys(unedited, _bake(arm))
+
+
+def test_rebind_here_binds_a_pair_again_with_its_partners():
+    scene, lead, partner, env = demo.build_pair_scene(frames=FRAMES)
+    assert bpy.ops.reldesc.bind(armature="Lead", environment=env.name, partners="Partner") == {'FINISHED'}
+    _bake(lead)                                           # both play their adapted actions now
+    lead.location.x -= 0.3
+    bpy.context.view_layer.update()
+    assert "moved 0.3 m" in placement_note(adapter.stored_meta(lead), lead)
+    assert bpy.ops.reldesc.rebind_here(armature="Lead") == {'FINISHED'}
+    for ob, source in ((lead, "HoldLead"), (partner, "HoldPartner")):
+        assert ob.animation_data.action.name == source   # the sources bound again
+        assert adapter.stored_meta(ob)["action"] == source
+    assert adapter.stored_meta(lead)["partners"] == ["Partner"]
+    assert adapter.stored_meta(partner)["partners"] == ["Lead"]
+    assert placement_note(adapter.stored_meta(lead), lead) == ""
+    assert "HoldLead.adapted" in bpy.data.actions            # the adapted actions stay in the file

@@ -85,12 +85,20 @@ class GarmentStage:
 
     def compute(self, job, progress=None):
         self.carried = []
+        # An armature scaled since Bind is a character that grew, and so did what it wears: the
+        # garment (bound at the bound size) is carried onto the body brought back to that size
+        # about its root, then grown with it.
+        s = job.bound.object_scale
+        positions = job.result.positions
+        root = positions[:, :1]
+        body = positions if s == 1.0 else root + (positions - root) / s
         for name, (verts, tris, radii) in zip(self.names, self.sources):
             g = _bound_garment(job.bound, name, verts, tris, radii)
             try:
-                self.carried.append(core_garment.carry_garment(g, job.result.positions, environment=job.mesh))
+                carried = core_garment.carry_garment(g, body, environment=job.mesh)
             except RelDescError as e:
                 raise SceneError(f"garment '{name}': {e}") from None
+            self.carried.append(carried if s == 1.0 else root + s * (carried - root))
 
     def write(self, job, report):
         """After the adapted action is assigned: the garments' matrices as the scene now plays

@@ -149,3 +149,23 @@ def test_the_overlay_of_a_rig_moved_with_its_set_is_drawn_where_it_now_is(scene)
         assert len(then)
         np.testing.assert_allclose(np.array(after[key], float), _moved(then), atol=1e-5)
     live.clear()
+
+
+def test_a_garment_of_an_armature_scaled_after_binding_grows_with_it(tmp_path):
+    scene, arm, skirt, env = demo.build_garment_scene(frames=20)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "skirt.blend"))
+    _parent([skirt], arm)
+    assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    frames = (1, 10, 20)
+    before = {f: evaluated_vertices(skirt, scene, f) for f in frames}
+    hips_before = heads_over_frames(scene, arm, frames)[:, 0]
+    arm.scale = (1.2, 1.2, 1.2)
+    bpy.context.view_layer.update()
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    hips = heads_over_frames(scene, arm, frames)[:, 0]
+    for i, f in enumerate(frames):
+        then, now = before[f] - hips_before[i], evaluated_vertices(skirt, scene, f) - hips[i]
+        radius = lambda v: np.linalg.norm(v[:, :2], axis=1).mean()  # noqa: E731
+        assert radius(now) / radius(then) == pytest.approx(1.2, rel=0.01)
+        assert np.ptp(now[:, 2]) / np.ptp(then[:, 2]) == pytest.approx(1.2, rel=0.01)

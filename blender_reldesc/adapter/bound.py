@@ -11,7 +11,7 @@ import bpy
 import numpy as np
 
 from . import storage
-from .mesh import bound_objects, read_environment, topology_matches
+from .mesh import bound_objects, environment_objects, read_environment, topology_matches
 from .placement import object_matrices, placement_animated
 from .rig import read_bone_set, select_bones, read_rig
 from .scene import SceneError
@@ -96,10 +96,12 @@ def load_binding_file(arm, path):
     action = bpy.data.actions.get(meta["action"])
     if action is None:
         raise SceneError(f"the binding in {path} is of action '{meta['action']}', which is not in this file")
-    missing = [n for n in meta["objects"] if bpy.data.objects.get(n) is None]
+    coll = bpy.data.collections.get(meta["environment"])
+    parts = {p.name: p for p in environment_objects(meta["environment"])[0]} if coll is not None else {}
+    missing = [n for n in meta["objects"] if n not in parts]
     if missing:
         raise SceneError(f"the environment of the binding in {path} is missing here: {', '.join(missing)}")
-    objects = [bpy.data.objects[n] for n in meta["objects"]]
+    objects = [parts[n] for n in meta["objects"]]
     _, _, counts = read_environment(bpy.context.evaluated_depsgraph_get(), objects, triangles=False)
     if [c[0] for c in counts] != list(meta["vertex_counts"]):
         changed = [ob.name for ob, c, v in zip(objects, counts, meta["vertex_counts"]) if c[0] != v]

@@ -115,7 +115,7 @@ def relative_move(world_then, world_now, probes, parts_then, parts_now):
     the probes. 0 when no part's placement is known.
     """
     carry = rigid_part(np.asarray(world_now, float) @ affine_inverse(np.asarray(world_then, float)))
-    by_armature = np.einsum("fij,fkj->fki", carry[:, :3, :3], probes) + carry[:, None, :3, 3]
+    by_armature = carried(carry, probes)
     best = np.inf
     for then, now in zip(parts_then, parts_now):
         if not (np.isfinite(then).all() and np.isfinite(now).all()):

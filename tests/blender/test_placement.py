@@ -321,7 +321,7 @@ def _rail(env, bevel=0.03):
     return ob
 
 
-def test_an_environment_of_collection_instances_and_a_bevelled_curve():
+def test_an_environment_of_collection_instances_and_a_bevelled_curve(tmp_path):
     scene, arm, env, bridge, beam = demo.build_scene(frames=FRAMES, deck_cells=(40, 8))
     source = heads_over_frames(scene, arm, range(1, FRAMES + 1))
     _instanced(env, [bridge], "Deck")
@@ -346,6 +346,10 @@ def test_an_environment_of_collection_instances_and_a_bevelled_curve():
     beam.location.z -= 0.25
     scene.frame_set(1)
     _same_keys(by_instance, _bake(arm))
+    # A binding file of an environment of instances loads back (its parts found by their names).
+    path = str(tmp_path / "instances.npz")
+    adapter.save_binding_file(arm, path)
+    assert adapter.load_binding_file(arm, path)["objects"] == [p.name for p in parts]
     # Topology is checked per instance.
     bpy.context.view_layer.objects.active = None
     beam.data = beam.data.copy()

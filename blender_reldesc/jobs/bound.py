@@ -33,6 +33,13 @@ def rigid_part(matrices):
     return out
 
 
+def rigid_move(then, now):
+    """(F,4,4) the rigid move from object matrices ``then`` to ``now`` (F,4,4): where the object's
+    origin went and how it turned, its scale aside (an object scaled about its origin did not
+    move)."""
+    return rigid_part(np.asarray(now, float)) @ affine_inverse(rigid_part(np.asarray(then, float)))
+
+
 def rest_lengths(rig):
     """(J,) rest length of every joint's bone (parent joint to joint) in armature space."""
     skeleton, head, tail = joint_layout(rig.names, rig.parents)
@@ -112,18 +119,22 @@ def relative_move(world_then, world_now, probes, parts_then, parts_now):
     (rigidly: an object scale is morphology, not a move) and where they would be had they
     moved with that part; the least over the parts (a character that moved with any part of
     its environment, its floor or its whole set, has not moved relative to it), the largest over
-    the probes. 0 when no part's placement is known.
+    the probes. An armature that stayed where it was has not moved either, whatever moved
+    around it (a floor raised is an edit): the world counts as one more part. 0 when no part's
+    placement is known.
     """
-    carry = rigid_part(np.asarray(world_now, float) @ affine_inverse(np.asarray(world_then, float)))
+    carry = rigid_move(world_then, world_now)
     by_armature = carried(carry, probes)
-    best = np.inf
+    if not any(np.isfinite(then).all() and np.isfinite(now).all() for then, now in zip(parts_then, parts_now)):
+        return 0.0
+    best = float(np.linalg.norm(by_armature - probes, axis=-1).max())     # the world, where it stayed
     for then, now in zip(parts_then, parts_now):
         if not (np.isfinite(then).all() and np.isfinite(now).all()):
             continue
         with_part = now @ affine_inverse(then)
         moved = probes @ with_part[:3, :3].T + with_part[:3, 3]
         best = min(best, float(np.linalg.norm(moved - by_armature, axis=-1).max()))
-    return 0.0 if not np.isfinite(best) else best
+    return best
 
 
 #: Bindings read back this session, by a digest of their stored bytes (most recent last): a
@@ -178,7 +189,7 @@ class Bound:
         #: where the character was bound: the world now comes in through ``into_bind`` and the
         #: adapted joints go out through it, so a character moved with its set (even by an animated
         #: parent) is adapted exactly as if nothing moved.
-        self.use_carry(rigid_part(self.placement @ affine_inverse(self.world)))
+        self.use_carry(rigid_move(self.world, self.placement))
         #: how far the armature moved relative to its environment since Bind (``relative_move``),
         #: and what the panel and the bake say of it
         self.moved = moved_since_bind(self.meta, self.placement, stored.part_matrices)

@@ -213,6 +213,8 @@ def test_a_scaled_armature_is_a_bigger_character_on_the_same_floor(tmp_path):
     scene, arm, env, bridge, beam = demo.build_scene(frames=FRAMES, deck_cells=(40, 8))
     names = [b.name for b in arm.data.bones]
     feet = [names.index("LeftToe"), names.index("RightToe")]
+    arm.location.y = 0.3                                  # its origin off the world's: scaled about it
+    bpy.context.view_layer.update()
     source = heads_over_frames(scene, arm, range(1, FRAMES + 1))
     assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
     arm.scale = (1.2, 1.2, 1.2)
@@ -228,6 +230,9 @@ def test_a_scaled_armature_is_a_bigger_character_on_the_same_floor(tmp_path):
     # On the same floor: the toes as low as the source's (to 1 cm), the hips higher.
     assert baked[:, feet, 2].min() == pytest.approx(source[:, feet, 2].min(), abs=0.01)
     assert np.median(baked[:, 0, 2] / source[:, 0, 2]) > 1.1
+    # Scaled about its origin 0.3 m aside, it did not move: no sideways shift of 0.2 x 0.3 m
+    # (longer legs stride a little further along the walk).
+    assert np.abs(baked[:, 0, 1] - source[:, 0, 1]).max() < 0.03
 
 
 def _clearance(scene, a, b):

@@ -36,6 +36,11 @@ def test_a_generated_rigify_rig_binds_its_deform_bones_and_plays_the_adapted_mot
     assert res["torso_keys_kept"] and res["constraints_after"] == res["constraints_before"]
     # Use Source Action switches back: constraints act again, the motion is the source's.
     assert res["source_again"] and res["influence_restored"] and res["source_max"] < 1e-5
+    # Moved with its floor under a parent (issue 34): the same local pose, the bones where they now
+    # stand. Not to 1e-6: the face bones hang from parents Blender's constraints place in world
+    # space in single precision, 4 m away they come out 3e-5 otherwise on 1 cm bones (the adapted
+    # joints themselves agree to 1e-9).
+    assert res["moved_keys_change"] <= 1e-4 and res["moved_follow_max"] < 1e-3 and res["moved_report"] < 1e-5
 
 
 def _bones_of(arm, names):

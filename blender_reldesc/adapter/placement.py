@@ -28,17 +28,24 @@ def to_world_each(parts):
     return [to_world(m, p) for m, p in parts]
 
 
+#: The data paths of an object's own transform (what places it; pose bones and custom
+#: properties do not).
+TRANSFORM_PATHS = frozenset({"location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle", "scale",
+                             "delta_location", "delta_rotation_euler", "delta_rotation_quaternion", "delta_scale",
+                             "matrix_world", "matrix_basis", "matrix_local", "matrix_parent_inverse"})
+
+
 def placement_animated(ob, _seen=None):
-    """Whether ``ob``'s world matrix can change over time: object-level keys in its action (the
-    pose bones' aside), drivers, unmuted NLA tracks, constraints, or a parent (or parent bone)
-    whose placement or pose can change."""
+    """Whether ``ob``'s world matrix can change over time: keys or drivers on its own transform
+    (a rig's many drivers of pose bones and properties do not place it), unmuted NLA tracks,
+    constraints, or a parent (or parent bone) whose placement or pose can change."""
     seen = _seen if _seen is not None else set()
     if ob is None or ob.name in seen:
         return False
     seen.add(ob.name)
     ad = ob.animation_data
     if ad is not None:
-        if len(ad.drivers) or any(not t.mute for t in ad.nla_tracks):
+        if any(d.data_path in TRANSFORM_PATHS for d in ad.drivers) or any(not t.mute for t in ad.nla_tracks):
             return True
         if ad.action is not None and _keys_transform(ad.action, ad.action_slot):
             return True
@@ -56,13 +63,12 @@ def placement_animated(ob, _seen=None):
 
 
 def _keys_transform(action, slot):
-    """Whether ``action`` keys anything but pose bones for ``slot`` (an object transform; every
-    channelbag when the slot is unknown)."""
+    """Whether ``action`` keys the object transform for ``slot`` (every channelbag when the slot
+    is unknown)."""
     for layer in action.layers:
         for strip in layer.strips:
             bags = [strip.channelbag(slot)] if slot is not None else list(strip.channelbags)
-            if any(not fc.data_path.startswith("pose.bones") for bag in bags if bag is not None
-                   for fc in bag.fcurves):
+            if any(fc.data_path in TRANSFORM_PATHS for bag in bags if bag is not None for fc in bag.fcurves):
                 return True
     return False
 

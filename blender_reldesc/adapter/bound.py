@@ -36,24 +36,25 @@ def read_bound(arm, scene=None):
 def environment_status(meta, arm):
     """(matches, message) for the panel: a cheap check of names and, on meshes
     without modifiers, vertex counts (the bake checks the evaluated geometry)."""
+    status = binding_status(meta, arm)
+    return status.ok, status.message
+
+
+def binding_status(meta, arm):
+    """What the panel shows of a binding, read once a redraw: ``ok`` and ``message``
+    (``environment_status``'s), and where things are now: ``matrix``, the armature's object
+    matrix (None when its placement changes over time: only a bake, which plays every frame,
+    tells then, or when the environment does not match) and ``parts``, its environment parts'
+    matrices (P,4,4) (None when it does not match)."""
     try:
-        objects = bound_objects(storage.bound_environment(arm, meta), meta)
+        objects, parts = bound_objects(storage.bound_environment(arm, meta), meta, placed=True)
     except SceneError as e:
-        return False, str(e)
+        return SimpleNamespace(ok=False, message=str(e), matrix=None, parts=None)
     if not topology_matches(objects, meta):
-        return False, "environment topology changed since bind: re-bind"
-    return True, "Environment matches the binding"
-
-
-def placement_now(meta, arm):
-    """For the panel: the armature's object matrix now (None when its placement changes over
-    time: only a bake, which plays every frame, tells then) and its environment parts' (P,4,4);
-    (None, None) when the environment does not match the binding."""
-    try:
-        _, parts = bound_objects(storage.bound_environment(arm, meta), meta, placed=True)
-    except SceneError:
-        return None, None
-    return (None if placement_animated(arm) else np.array(arm.matrix_world, dtype=float)), parts
+        return SimpleNamespace(ok=False, message="environment topology changed since bind: re-bind", matrix=None,
+                               parts=None)
+    matrix = None if placement_animated(arm) else np.array(arm.matrix_world, dtype=float)
+    return SimpleNamespace(ok=True, message="Environment matches the binding", matrix=matrix, parts=parts)
 
 
 def save_binding_file(arm, path):

@@ -52,14 +52,18 @@ class RELDESC_OT_rebind_here(_JobOperator, bpy.types.Operator):
 
     def make_job(self, context, warn):
         arm = self.get_armature(context)
-        meta = adapter.storage.load(arm)["meta"]
-        environment = adapter.storage.bound_environment(arm, meta)
+        own = adapter.storage.load(arm)
+        meta = own["meta"]
+        environment = own["environment"]
+        adapter.mesh.environment_objects(environment)      # checked before any action is switched
         partners = [n for n in meta.get("partners", []) if adapter.scene.find_object(n) is not None]
-        for ob in [arm] + [adapter.scene.find_object(n) for n in partners]:
-            stored = adapter.storage.load(ob)
+        armatures = [arm] + [adapter.scene.find_object(n) for n in partners]
+        sources = [own] + [adapter.storage.load(ob) for ob in armatures[1:]]
+        for ob, stored in zip(armatures, sources):
             if stored["source"] is None:
                 raise adapter.SceneError(f"the source action '{stored['meta']['action']}' of '{ob.name}' is gone: "
                                          "assign the motion to adapt and Bind")
+        for ob, stored in zip(armatures, sources):
             adapter.actions.use_source(ob, stored["source"])
         return commands.bind_job(context.scene, arm, environment, partners, meta.get("body_height", 0.0),
                                  meta.get("radius_factor", 0.5), warn=warn, bone_set=meta.get("bone_set", "ALL"))

@@ -9,13 +9,14 @@ from ..jobs.bound import moved_since_bind, placement_message
 from .base import _SubPanel, _jump_buttons
 
 
-def placement_note(meta, arm):
+def placement_note(meta, arm, status=None):
     """The bake's placement message for the armature as it stands now ('' when it did not move
-    away from its environment, or when its placement changes over time: the bake says then)."""
-    matrix, parts = adapter.bound.placement_now(meta, arm)
-    if matrix is None:
+    away from its environment, or when its placement changes over time: the bake says then).
+    ``status``: ``adapter.bound.binding_status`` when the caller read it already."""
+    status = status or adapter.bound.binding_status(meta, arm)
+    if status.matrix is None:
         return ""
-    moved = moved_since_bind(meta, matrix, parts)
+    moved = moved_since_bind(meta, status.matrix, status.parts)
     return placement_message(arm.name, moved, meta.get("body_height", 1.0))
 
 
@@ -60,9 +61,9 @@ class RELDESC_PT_main(bpy.types.Panel):
             if worn:
                 box.label(text="Garments: " + ", ".join(worn), icon='MOD_CLOTH')
             box.operator("reldesc.bind_garment", icon='MOD_CLOTH')
-            ok, message = adapter.bound.environment_status(meta, arm)
-            box.label(text=message, icon='CHECKMARK' if ok else 'ERROR')
-            note = placement_note(meta, arm) if ok else ""
+            status = adapter.bound.binding_status(meta, arm)
+            box.label(text=status.message, icon='CHECKMARK' if status.ok else 'ERROR')
+            note = placement_note(meta, arm, status)
             if note:
                 for k, line in enumerate(wrap(note, 48)):
                     box.label(text=line, icon='BLANK1' if k else 'ORIENTATION_GLOBAL')

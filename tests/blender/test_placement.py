@@ -506,6 +506,20 @@ def test_rebind_here_binds_a_pair_again_with_its_partners():
     assert "HoldLead.adapted" in bpy.data.actions            # the adapted actions stay in the file
 
 
+def test_rebind_here_without_its_environment_changes_nothing(scene):
+    scene, arm, env, bridge, beam = scene
+    assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
+    _bake(arm)
+    stored = adapter.load_stored(arm)
+    arm.location.x += 1.0
+    for ob in list(env.all_objects):
+        env.objects.unlink(ob)
+    with pytest.raises(RuntimeError, match="holds no geometry"):
+        bpy.ops.reldesc.rebind_here(armature="Walker")
+    assert arm.animation_data.action.name == "Walk.adapted"      # still the adapted action
+    assert adapter.load_stored(arm)[:2] == stored[:2]           # and the binding as it was
+
+
 def test_what_places_an_armature_over_time_is_its_transform_not_its_rigs_drivers(scene):
     # A production rig drives hundreds of pose-bone properties: reading its placement frame by
     # frame for those cost a Rigify bake 0.24 s a 120 frames. Only its own transform, its

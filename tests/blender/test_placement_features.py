@@ -35,8 +35,11 @@ def test_the_live_preview_of_a_rig_moved_with_its_set_poses_the_same(scene):
     live.pose_frame(scene, bpy.context.evaluated_depsgraph_get(), arm)
     before = _basis(arm)
     root.matrix_world = MOVE
+    for pb in arm.pose.bones:                                # a preview that did nothing would show this
+        pb.matrix_basis = np.eye(4).tolist()
     bpy.context.view_layer.update()
     live.pose_frame(scene, bpy.context.evaluated_depsgraph_get(), arm)   # same session: it sees the move
+    assert np.abs(before - np.eye(4)).max() > 1e-3
     np.testing.assert_allclose(_basis(arm), before, atol=1e-6)
     live.clear()
 

@@ -229,21 +229,36 @@ def read_motion(scene, arm, frames, tail_bones, progress=None):
 
 
 def set_pose(arm, rig, quats, locs, loc_mask):
-    """Pose the armature now: quaternions (B,4) in every bone's own rotation mode, locations (B,3)."""
+    """Pose the armature now: quaternions (B,4) in every bone's own rotation mode, locations (B,3).
+
+    Quaternion-mode bones and locations in one ``foreach_set`` each (a Rigify rig's 160 bones
+    one by one took 6 ms a frame of the live preview); other rotation modes one by one."""
     from mathutils import Quaternion
-    for b, name in enumerate(rig.names):
-        pb = arm.pose.bones[name]
-        q = Quaternion(quats[b])
-        mode = pb.rotation_mode
-        if mode == 'QUATERNION':
-            pb.rotation_quaternion = q
-        elif mode == 'AXIS_ANGLE':
+    pbs = arm.pose.bones
+    n = len(pbs)
+    index = np.array([pbs.find(name) for name in rig.names], np.int64)
+    modes = [pbs[int(i)].rotation_mode for i in index]
+    quat_mode = np.array([m == 'QUATERNION' for m in modes], bool)
+    if quat_mode.any():
+        buf = np.empty(4 * n, np.float32)
+        pbs.foreach_get("rotation_quaternion", buf)
+        buf = buf.reshape(n, 4)
+        buf[index[quat_mode]] = quats[quat_mode]
+        pbs.foreach_set("rotation_quaternion", buf.ravel())
+    mask = np.asarray(loc_mask, bool)
+    if mask.any():
+        buf = np.empty(3 * n, np.float32)
+        pbs.foreach_get("location", buf)
+        buf = buf.reshape(n, 3)
+        buf[index[mask]] = locs[mask]
+        pbs.foreach_set("location", buf.ravel())
+    for b in np.flatnonzero(~quat_mode).tolist():
+        pb, q = pbs[int(index[b])], Quaternion(quats[b])
+        if modes[b] == 'AXIS_ANGLE':
             axis, angle = q.to_axis_angle()
             pb.rotation_axis_angle = (angle, *axis)
         else:
-            pb.rotation_euler = q.to_euler(mode, pb.rotation_euler)
-        if loc_mask[b]:
-            pb.location = locs[b]
+            pb.rotation_euler = q.to_euler(modes[b], pb.rotation_euler)
 
 
 def read_bone_matrices(scene, arm, frames, names):

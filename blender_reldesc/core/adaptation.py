@@ -222,10 +222,20 @@ class Rig:
         bones = bones[~zero[bones[:, 1]]]
         self.bones = np.stack([rep[bones[:, 0]], bones[:, 1]], axis=1) if len(bones) else bones
         kids = effective_children(skeleton, zero)
-        links = np.asarray([pair for j in range(J) if not zero[j]
+        # A joint with many children holds them as one rigid cluster (``Warper``'s clusters,
+        # ``constants.CLUSTER_CHILDREN``); the others keep a link between every two children.
+        star = [j for j in range(J) if not zero[j] and len(kids[j]) >= C.CLUSTER_CHILDREN]
+        links = np.asarray([pair for j in range(J) if not zero[j] and j not in star
                             for pair in itertools.combinations(kids[j].tolist(), 2)], np.int64).reshape(-1, 2)
-        self.edges = np.concatenate([self.bones, links]).astype(np.int64)
-        edge_len = [self.lengths[:, self.bones[:, 1]]]
+        self.clusters = []
+        for j in star:
+            offset = motion[:, kids[j]] - motion[:, j, None]
+            shape = offset * (self.lengths[:, kids[j]] / np.maximum(np.linalg.norm(offset, axis=-1), 1e-300))[..., None]
+            self.clusters.append((np.concatenate([[j], kids[j]]).astype(np.int64),
+                                  np.concatenate([np.zeros((F, 1, 3)), shape], axis=1)))
+        solved = ~np.isin(self.bones[:, 0], star) if len(self.bones) else np.zeros(0, bool)
+        self.edges = np.concatenate([self.bones[solved], links]).astype(np.int64)
+        edge_len = [self.lengths[:, self.bones[solved, 1]]]
         if len(links):
             p = rep[skeleton.parents[links[:, 0]]]
             ua, ub = motion[:, links[:, 0]] - motion[:, p], motion[:, links[:, 1]] - motion[:, p]
@@ -420,7 +430,7 @@ class Rig:
             options["rows"] = frames
             pins = None if pins is None else pins[frames]
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
-                      pins=pins, collide=collide, **options)
+                      pins=pins, collide=collide, clusters=self.clusters, **options)
 
     def finish(self, positions, frames, held=None):
         """Twist limits, then exact bone lengths: each joint moved along its bone, parents first.
@@ -438,26 +448,39 @@ class Rig:
             held = ~np.isnan(self.pins[frames][..., 0])
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
             out = self.twists.limit(sk, out, held)
-        bone_of = set(self.bones[:, 1].tolist())
+        bone = np.zeros(len(sk), bool)
+        bone[self.bones[:, 1]] = True
         jm = np.ascontiguousarray(out.swapaxes(0, 1))                    # (J,n,3): each joint contiguous
         lengths = np.ascontiguousarray(self.lengths[frames].T)
         free = None if held is None else ~np.ascontiguousarray(held.T)
-        for j in sk.order.tolist():
-            parent = sk.parents[j]
-            if parent < 0:
-                continue
-            if j not in bone_of:                                   # zero-length end bone
-                jm[j] = jm[parent]
+        # Joints of one depth hang from joints already placed: one batched step per depth.
+        for level in self._levels:
+            parent = sk.parents[level]
+            glued = ~bone[level]                                          # zero-length end bones
+            if glued.any():
+                jm[level[glued]] = jm[parent[glued]]
+            j, parent = level[~glued], parent[~glued]
+            if not j.size:
                 continue
             d = jm[j] - jm[parent]
-            scale = lengths[j] / np.maximum(np.sqrt(np.einsum("ni,ni->n", d, d)), 1e-300)
-            d *= scale[:, None]
+            d *= (lengths[j] / np.maximum(np.sqrt(np.einsum("kni,kni->kn", d, d)), 1e-300))[..., None]
             d += jm[parent]
             if free is None:
                 jm[j] = d
             else:
-                jm[j][free[j]] = d[free[j]]
+                jm[j] = np.where(free[j][..., None], d, jm[j])
         return np.ascontiguousarray(jm.swapaxes(0, 1))
+
+    @property
+    def _levels(self):
+        """Non-root joints grouped by depth, shallowest first (computed once)."""
+        if getattr(self, "_levels_cache", None) is None:
+            sk = self.binding.skeleton
+            depth = np.zeros(len(sk), np.int64)
+            for j in sk.order.tolist():
+                depth[j] = depth[sk.parents[j]] + 1 if sk.parents[j] >= 0 else 0
+            self._levels_cache = [np.flatnonzero(depth == d) for d in range(1, int(depth.max()) + 1)]
+        return self._levels_cache
 
     def bone_error(self, positions, frames):
         """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""

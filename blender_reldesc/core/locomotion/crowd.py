@@ -480,7 +480,8 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
     if len(rig.limits):
         options["limits"] = (rig.limits.pairs, rig.limits.min_distance(rig.lengths))
     warper = Warper(rig.edges, rig.edge_lengths, rig.binding.body_height, glue=rig.glue,
-                    pins=pins.reshape(C * F, *pins.shape[2:]), rows=clip.ravel(), **options)
+                    pins=pins.reshape(C * F, *pins.shape[2:]), rows=clip.ravel(), clusters=rig.clusters,
+                    **options)
     at = np.arange(C) * F
     out = np.empty_like(targets)
     p = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at, tolerance=CROWD_STATIC_TOLERANCE)

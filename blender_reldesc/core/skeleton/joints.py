@@ -76,22 +76,15 @@ def _off_bone_children(motion, j, kids):
     if len(kids) < 2:
         return kids
     f = len(motion) // 2
-    keep = []
-    for x in kids.tolist():
-        on = False
-        for c in kids.tolist():
-            if c == x:
-                continue
-            seg, rel = motion[f, c] - motion[f, j], motion[f, x] - motion[f, j]
-            t = rel @ seg / max(seg @ seg, 1e-300)
-            off = np.linalg.norm(rel - t * seg)
-            inside = C.ON_BONE_FRACTION < t < 1.0 - C.ON_BONE_FRACTION      # not at either end
-            if inside and off <= C.ON_BONE_FRACTION * np.linalg.norm(seg):
-                on = True
-                break
-        if not on:
-            keep.append(x)
-    return np.asarray(keep, np.int64)
+    rel = motion[f, kids] - motion[f, j]                                     # (K,3)
+    seg_sq = np.maximum(np.einsum("ki,ki->k", rel, rel), 1e-300)
+    # t[x, c]: where child x projects on the bone from j to child c; off[x, c]: how far from it
+    t = (rel @ rel.T) / seg_sq[None, :]
+    off = np.linalg.norm(rel[:, None, :] - t[..., None] * rel[None, :, :], axis=-1)
+    inside = (C.ON_BONE_FRACTION < t) & (t < 1.0 - C.ON_BONE_FRACTION)     # not at either end
+    on = inside & (off <= C.ON_BONE_FRACTION * np.sqrt(seg_sq)[None, :])
+    np.fill_diagonal(on, False)
+    return np.asarray(kids[~on.any(axis=1)], np.int64)
 
 
 def _unit(v):

@@ -163,6 +163,14 @@ class Warper:
     rows : optional (R,) int, the frame each row of the batch plays when rows are not frames
         (a crowd's rows are (character, frame)): lengths, limits, hinges and collisions are
         looked up by it, pins per row (``pins`` (R,J,3)), without copying per-frame data per row.
+    clusters : optional list of ``(members (m,) int, shape (F,m,3) float)``: joints held as one
+        rigid body whose shape on frame f is ``shape[f]`` (offsets from its first member), each
+        projected once a sweep by shape matching (Müller et al. 2005, weighted by affinity as
+        Eq. 11 shares a correction: the joints nearer a surface move less). Product decision
+        for speed (``constants.CLUSTER_CHILDREN``): a joint and its many children (a hand and
+        its fingers, a head and a face rig) were rigid already through a bone to each child and
+        a link between every two; one projection keeps the same distances, costs one fit
+        instead of k colours of projections, and cannot mirror the cluster.
     """
 
     def __init__(self, edges, lengths, body_height, glue=None, pins=None, collide=None,
@@ -170,7 +178,7 @@ class Warper:
                  final_iterations=C.FINAL_ITERATIONS, feed_forward=True, hinges=None, limits=None,
                  segments=C.SEGMENT_FROM_FRAMES, warmup=C.SEGMENT_WARMUP, rows=None,
                  static_tolerance=C.STATIC_TOLERANCE, static_steps=C.STATIC_MAX_STEPS,
-                 segment_tolerance=C.SEGMENT_TOLERANCE):
+                 segment_tolerance=C.SEGMENT_TOLERANCE, clusters=None):
         edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         J = int(edges.max()) + 1 if len(edges) else 1
         order, slices = colour_slices(edges, J)
@@ -191,6 +199,7 @@ class Warper:
         self.rows = None if rows is None else np.asarray(rows, np.int64)
         self.static_tolerance, self.static_steps = float(static_tolerance), int(static_steps)
         self.segment_tolerance = float(segment_tolerance)
+        self.clusters = [(np.asarray(m, np.int64), np.asarray(q, float)) for m, q in clusters or ()]
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
@@ -219,16 +228,16 @@ class Warper:
         """Per-step arrays for rows ``fs`` (S,) with affinities (S,J), reused by every sweep."""
         s = np.maximum(affinity, C.AFFINITY_FLOOR)
         frames = self._frames(fs)
-        groups = []
-        check = None
+        limits, check = [], None
         if self.limits is not None:                     # limits first, so each sweep ends on the bone lengths
             pairs, dmin, colours = self.limits
-            groups += self._groups(pairs, dmin[frames], colours, s, True)
+            limits = self._groups(pairs, dmin[frames], colours, s, True)
             # A sweep whose poses violate no limit skips the limits' groups (they would move
             # nothing): one test of every pair instead of a projection per colour.
             floor = dmin[frames].T
-            check = (np.concatenate([pairs[:, 0], pairs[:, 1]]), floor * floor * (1.0 + 1e-12), len(colours))
-        groups += self._groups(self.edges, self.lengths[frames], self._edge_groups, s, False)
+            check = (np.concatenate([pairs[:, 0], pairs[:, 1]]), floor * floor * (1.0 + 1e-12))
+        clusters = [self._cluster(members, shape[frames], s) for members, shape in self.clusters]
+        groups = (limits, check, clusters, self._groups(self.edges, self.lengths[frames], self._edge_groups, s, False))
         held = None
         if self.pins is not None:
             pins = self.pins[fs].swapaxes(0, 1)                                  # (J,S,3)
@@ -236,7 +245,17 @@ class Warper:
             if mask.any():
                 held = (mask, np.ascontiguousarray(pins[mask].T))
         damping = C.DAMPING_AT_ZERO + (C.DAMPING_AT_ONE - C.DAMPING_AT_ZERO) * np.clip(affinity, 0, 1)
-        return fs, (groups, check), held, np.ascontiguousarray(damping.T)[None]
+        return fs, groups, held, np.ascontiguousarray(damping.T)[None]
+
+    @staticmethod
+    def _cluster(members, shape, s):
+        """``(members, weights (1,m,S), shape (S,m,3) and (S,3,m) about its weighted centre)`` of a
+        rigid cluster at rows with shapes ``shape`` (S,m,3) and affinities ``s`` (S,J)."""
+        w = s[:, members]
+        w = w / w.sum(axis=1, keepdims=True)                                     # (S,m)
+        q = shape - np.einsum("sm,smd->sd", w, shape)[:, None]
+        return members, np.ascontiguousarray(w.T)[None], np.ascontiguousarray(q), \
+            np.ascontiguousarray(q.swapaxes(1, 2))
 
     @staticmethod
     def _sweep(p, prepared_groups, held):
@@ -246,13 +265,24 @@ class Warper:
         projection (Eq. 11) moving both ends of its pairs. In place: these arrays are small,
         numpy calls count.
         """
-        groups, check = prepared_groups
+        limits, check, clusters, edges = prepared_groups
+        groups = edges
         if check is not None:
-            ends, floor2, count = check
+            ends, floor2 = check
             x = p.take(ends, axis=1)
             k = len(floor2)
-            if not (np.add.reduce(np.square(x[:, k:] - x[:, :k]), 0) < floor2).any():
-                groups = groups[count:]
+            if (np.add.reduce(np.square(x[:, k:] - x[:, :k]), 0) < floor2).any():
+                groups = limits + edges
+        elif limits:
+            groups = limits + edges
+        for members, w, q, qt in clusters:                            # shape matching, then the bones
+            x = p.take(members, axis=1)                               # (3,m,S)
+            centre = np.add.reduce(x * w, 1)                          # (3,S)
+            cov = np.matmul((x * w).transpose(2, 0, 1), q)            # (S,3,3): sum of w x q^T
+            u, _, vt = np.linalg.svd(cov)
+            u[:, :, 2] *= np.where(np.linalg.det(np.matmul(u, vt)) < 0, -1.0, 1.0)[:, None]
+            goal = np.matmul(np.matmul(u, vt), qt)                    # (S,3,m)
+            p[:, members] = goal.transpose(1, 2, 0) + centre[:, None]
         for ends, L, share, at_least in groups:
             x = p.take(ends, axis=1)                                  # (3,2k,S): first ends, second ends
             k = len(L)

@@ -236,8 +236,9 @@ def set_pose(arm, rig, quats, locs, loc_mask):
     from mathutils import Quaternion
     pbs = arm.pose.bones
     n = len(pbs)
-    index = np.array([pbs.find(name) for name in rig.names], np.int64)
-    modes = [pbs[int(i)].rotation_mode for i in index]
+    index = _pose_index(arm, rig)
+    bones = [pbs[i] for i in index.tolist()]
+    modes = [pb.rotation_mode for pb in bones]
     quat_mode = np.array([m == 'QUATERNION' for m in modes], bool)
     if quat_mode.any():
         buf = np.empty(4 * n, np.float32)
@@ -252,8 +253,10 @@ def set_pose(arm, rig, quats, locs, loc_mask):
         buf = buf.reshape(n, 3)
         buf[index[mask]] = locs[mask]
         pbs.foreach_set("location", buf.ravel())
+    if quat_mode.any() or mask.any():
+        arm.update_tag()                 # foreach_set runs no property update: tag the pose for evaluation
     for b in np.flatnonzero(~quat_mode).tolist():
-        pb, q = pbs[int(index[b])], Quaternion(quats[b])
+        pb, q = bones[b], Quaternion(quats[b])
         if modes[b] == 'AXIS_ANGLE':
             axis, angle = q.to_axis_angle()
             pb.rotation_axis_angle = (angle, *axis)
@@ -261,18 +264,125 @@ def set_pose(arm, rig, quats, locs, loc_mask):
             pb.rotation_euler = q.to_euler(modes[b], pb.rotation_euler)
 
 
-def read_bone_matrices(scene, arm, frames, names):
-    """(F,N,4,4) armature-space matrices of bones ``names`` as Blender plays them at ``frames``."""
+_POSE_INDEX = {}
+
+
+def _pose_index(arm, rig):
+    """(B,) index in ``arm.pose.bones`` of each of ``rig.names``, kept while the names there
+    still match (``find`` by name cost 35 µs a bone, 6 ms a frame of a Rigify live preview)."""
+    pbs = arm.pose.bones
+    key = (arm.as_pointer(), tuple(rig.names))
+    index = _POSE_INDEX.get(key)
+    if index is not None and len(pbs) > int(index.max(initial=-1)) and \
+            [pbs[i].name for i in index.tolist()] == list(rig.names):
+        return index
+    index = np.array([pbs.find(name) for name in rig.names], np.int64)
+    if (index < 0).any():
+        missing = [n for n, i in zip(rig.names, index.tolist()) if i < 0]
+        raise SceneError(f"armature '{arm.name}' has no bone {', '.join(missing[:3])} any more: rename it back "
+                         "or re-bind")
+    if len(_POSE_INDEX) > 64:
+        _POSE_INDEX.clear()
+    _POSE_INDEX[key] = index
+    return index
+
+
+def read_bone_matrices(scene, arm, frames, names, only_what_moves_them=True):
+    """(F,N,4,4) armature-space matrices of bones ``names`` as Blender plays them at ``frames``.
+
+    With ``only_what_moves_them`` the keys of the bones that cannot move them (``bones_moving``:
+    neither an ancestor nor a constraint or driver source of theirs, directly or through
+    others) are muted while the frames play, and unmuted after: Blender then evaluates a few
+    bones' curves instead of every bone's (a Rigify bake read its eight palm bones back at
+    7.2 ms a frame with the adapted action's 1550 curves, 4.2 ms with those of their arms)."""
     current = scene.frame_current, scene.frame_subframe
     index = [arm.pose.bones.find(n) for n in names]
     out = np.empty((len(frames), len(names), 4, 4))
+    muted = []
+    if only_what_moves_them and arm.animation_data is not None and arm.animation_data.action is not None:
+        moving = bones_moving(arm, names)
+        if moving is not None:
+            for fc in _slot_fcurves(arm, arm.animation_data.action):
+                bone = _bone_of_path(fc.data_path)
+                if bone is not None and bone not in moving and not fc.mute:
+                    fc.mute = True
+                    muted.append(fc)
     try:
         for i, f in enumerate(frames):
             scene.frame_set(int(f))
             out[i] = read_pose(arm)[2][index]
     finally:
+        for fc in muted:
+            fc.mute = False
         scene.frame_set(current[0], subframe=current[1])
     return out
+
+
+def _bone_of_path(path):
+    """The bone name of a ``pose.bones["name"]...`` (or ``bones["name"]...``) data path, else None."""
+    for head in ('pose.bones["', 'bones["'):
+        if path.startswith(head):
+            end = path.find('"]', len(head))
+            while end > 0 and path[end - 1] == "\\":            # an escaped quote inside the name
+                end = path.find('"]', end + 1)
+            if end > 0:
+                return path[len(head):end].replace('\\"', '"').replace("\\\\", "\\")
+    return None
+
+
+def bones_moving(arm, names):
+    """Names of the bones whose pose can change how bones ``names`` play (theirs included): their
+    ancestors, their constraints' targets, the sources of drivers on them or their constraints,
+    and the owners of IK chains through any of these, each followed in turn. None when a
+    driver's source on this armature cannot be read as a bone (nothing can then be left out)."""
+    pbs = arm.pose.bones
+    drivers = {}                                        # bone -> [driver F-curve] on its channels
+    for ad in (arm.animation_data, arm.data.animation_data):
+        for fc in (ad.drivers if ad is not None else ()):
+            bone = _bone_of_path(fc.data_path)
+            if bone is not None:
+                drivers.setdefault(bone, []).append(fc)
+    chains = []                                         # (IK owner, the bones its chain moves)
+    for pb in pbs:
+        for c in pb.constraints:
+            if c.type in ('IK', 'SPLINE_IK') and not c.mute:
+                count = getattr(c, "chain_count", 0)
+                chain, b = [], pb if c.type == 'SPLINE_IK' or getattr(c, "use_tail", True) else pb.parent
+                while b is not None and (count <= 0 or len(chain) < count):
+                    chain.append(b.name)
+                    b = b.parent
+                chains.append((pb.name, set(chain)))
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in found or name not in pbs:
+            continue
+        found.add(name)
+        pb = pbs[name]
+        if pb.parent is not None:
+            todo.append(pb.parent.name)
+        for c in pb.constraints:
+            for t in [c] + list(getattr(c, "targets", ())):
+                if getattr(t, "target", None) == arm and getattr(t, "subtarget", ""):
+                    todo.append(t.subtarget)
+            if getattr(c, "pole_target", None) == arm and getattr(c, "pole_subtarget", ""):
+                todo.append(c.pole_subtarget)
+        for fc in drivers.get(name, ()):
+            for var in fc.driver.variables:
+                for t in var.targets:
+                    if t.id not in (arm, arm.data):
+                        continue
+                    if getattr(t, "bone_target", ""):
+                        todo.append(t.bone_target)
+                    elif t.data_path and (".bones[" in t.data_path or t.data_path.startswith(("pose", "bones"))):
+                        bone = _bone_of_path(t.data_path)
+                        if bone is None:
+                            return None
+                        todo.append(bone)
+        for owner, chain in chains:
+            if name in chain:
+                todo.append(owner)
+    return found
 
 
 def fk_blockers(arm, action):

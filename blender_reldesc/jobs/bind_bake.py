@@ -302,13 +302,26 @@ class BakeJob:
         if np.abs(played - predicted).max() <= 1e-7:
             return
         bound.use_played_outer(played, idx)
+        before = {(c.path, c.index): c for c in self.plan["curves"]}
         self.plan_keys()
-        adapter.write_curves(action, slot, self.plan["curves"], self.options.frames)
+        # Only the curves the played parents changed are written again (those of the bones
+        # below them): rewriting all 1384 curves of a Rigify bake cost 0.6 s.
+        changed = [c for c in self.plan["curves"] if not _same_curve(before.get((c.path, c.index)), c)]
+        adapter.write_curves(action, slot, changed, self.options.frames)
 
     def run(self, progress=None):
         self.read()
         self.compute(progress or print_progress(self.label))
         return self.write()
+
+
+def _same_curve(a, b):
+    """Whether planned curves ``a`` (or None) and ``b`` write the same keys."""
+    if a is None or a.interpolation != b.interpolation or a.group != b.group:
+        return False
+    same = lambda x, y: (x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))  # noqa: E731
+    return all(same(x, y) for x, y in ((a.frames, b.frames), (a.values, b.values), (a.left, b.left),
+                                       (a.right, b.right)))
 
 
 def _limit_report(result, bound, worst=5):

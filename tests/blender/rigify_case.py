@@ -122,6 +122,14 @@ def main(out_path):
                constraints_before=len(influence),
                constraints_after=sum(len(rig.pose.bones[n].constraints) for n in deform),
                keys=report["keys"])
+    # The read-back of the outside parents with the curves of bones that cannot move them muted
+    # (issue 40) reads what a read with every curve playing reads, and unmutes them after.
+    outer = job.bound.rig.outer_names
+    quiet = adapter.rig.read_bone_matrices(scene, rig, job.bound.frames, outer)
+    loud = adapter.rig.read_bone_matrices(scene, rig, job.bound.frames, outer, only_what_moves_them=False)
+    res["outer_read_change"] = float(np.abs(quiet - loud).max())
+    res["moving_bones"] = len(adapter.rig.bones_moving(rig, outer))
+    res["muted_after"] = sum(fc.mute for fc in adapter.actions._fcurves(baked))
     assert bpy.ops.reldesc.use_source(armature=rig.name) == {'FINISHED'}
     res["source_again"] = rig.animation_data.action == source
     res["influence_restored"] = [c.influence for n in deform for c in rig.pose.bones[n].constraints] == influence

@@ -41,6 +41,9 @@ def test_a_generated_rigify_rig_binds_its_deform_bones_and_plays_the_adapted_mot
     # space in single precision, 4 m away they come out 3e-5 otherwise on 1 cm bones (the adapted
     # joints themselves agree to 1e-9).
     assert res["moved_keys_change"] <= 1e-4 and res["moved_follow_max"] < 1e-3 and res["moved_report"] < 1e-5
+    # The outside parents read back with only what moves them playing (issue 40): the same matrices.
+    assert res["outer_read_change"] == 0.0 and res["muted_after"] == 0
+    assert 0 < res["moving_bones"] < res["bones"]
 
 
 def _bones_of(arm, names):
@@ -105,3 +108,44 @@ def test_a_mixamo_rig_with_fingers_makes_contacts_with_its_feet_not_its_fingers(
     effectors = {c["effector"] for c in report["contacts"]}
     assert effectors and all("Hand" not in e or e.endswith("Hand") for e in effectors)
     assert effectors <= {f"mixamorig:{s}{p}" for s in ("Left", "Right") for p in ("Foot", "Toe", "Hand")}
+
+
+def _armature(bones):
+    """An armature of ``bones`` {name: parent or None} (each bone 0.2 along Z from its parent's tail)."""
+    data = bpy.data.armatures.new("Deps")
+    arm = bpy.data.objects.new("Deps", data)
+    bpy.context.scene.collection.objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    for k, (name, parent) in enumerate(bones.items()):
+        eb = data.edit_bones.new(name)
+        eb.head, eb.tail = (0.3 * k, 0.0, 0.0), (0.3 * k, 0.0, 0.2)
+        if parent is not None:
+            eb.parent = data.edit_bones[parent]
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return arm
+
+
+def test_the_bones_that_move_a_bone_are_its_ancestors_targets_driver_sources_and_ik_owners():
+    # What the read-back of a bake's outside parents leaves playing (issue 40): everything that can
+    # move them, through parents, constraint targets, drivers and IK chains; nothing else.
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    arm = _armature({"root": None, "arm1": "root", "arm2": "arm1", "tgt": "root", "drv": "root", "other": "root",
+                     "ik_owner": "arm1", "ik_tgt": "root", "ik_other": "root", "leg": "other"})
+    pb = arm.pose.bones
+    c = pb["arm2"].constraints.new('COPY_ROTATION')
+    c.target, c.subtarget = arm, "tgt"
+    fc = pb["arm2"].driver_add("location", 0)
+    var = fc.driver.variables.new()
+    var.type = 'TRANSFORMS'
+    var.targets[0].id, var.targets[0].bone_target = arm, "drv"
+    ik = pb["ik_owner"].constraints.new('IK')                 # its chain runs through arm1
+    ik.target, ik.subtarget, ik.chain_count = arm, "ik_tgt", 2
+    ik2 = pb["leg"].constraints.new('IK')                     # a chain that does not
+    ik2.target, ik2.subtarget, ik2.chain_count = arm, "ik_other", 2
+    assert adapter.rig.bones_moving(arm, ["arm2"]) == {"arm2", "arm1", "root", "tgt", "drv", "ik_owner", "ik_tgt"}
+    # A driver source on the armature that is not a bone's: nothing can be left out.
+    var2 = fc.driver.variables.new()
+    var2.type = 'SINGLE_PROP'
+    var2.targets[0].id, var2.targets[0].data_path = arm, 'data.bones["other"].head_radius'
+    assert adapter.rig.bones_moving(arm, ["arm2"]) is None

@@ -138,8 +138,20 @@ class GeodesicSampler:
         T = np.empty(cap, np.int64)
         n = 0
         adopted = []
+        # Adopted descriptors by triangle: a candidate within r of one on its own triangle is
+        # rejected at once (``_all_far``'s first test, exactly), without a pass over every
+        # descriptor. Most candidates end here: a joint's proximity point stays on one triangle
+        # for many frames (measured: a 581-frame Rigify bind, 6.6 s of sampling).
+        on_tri = {}
+        pos, rad, tris = positions.tolist(), np.asarray(radii, float).tolist(), np.asarray(tri).tolist()
         for k in range(K):
-            c, r, t = positions[k], radii[k], tri[k]
+            t = tris[k]
+            same = on_tri.get(t)
+            if same is not None:
+                (x, y, z), rr = pos[k], rad[k] * rad[k]
+                if any((x - a) ** 2 + (y - b) ** 2 + (z - d) ** 2 <= rr for a, b, d in same):
+                    continue
+            c, r = positions[k], radii[k]
             if n:
                 diff = P[:n] - c
                 near = np.flatnonzero(np.einsum("ij,ij->i", diff, diff) <= r * r)
@@ -154,6 +166,7 @@ class GeodesicSampler:
             P[n], T[n] = c, t
             n += 1
             adopted.append(k)
+            on_tri.setdefault(t, []).append(tuple(pos[k]))
         return np.asarray(adopted, dtype=np.int64)
 
     def _all_far(self, c, t, r, near, P, T):

@@ -359,7 +359,11 @@ class Collider:
         pt, box = self.tree.query(points, radius)
         return self._best_of(points, pt, self.tri_ids[box])
 
-    def _ball_nearest(self, points, radius):
+    #: ``closest`` settles up to FEW points without bounds by one ball query when it tests at most
+    #: this many (point, triangle) pairs (a dense mesh within a whole band of many points: rounds).
+    BALL_PAIRS = 20000
+
+    def _ball_nearest(self, points, radius, budget=None):
         """``_nearest`` among a superset of the triangles within ``radius`` (P,) of each point:
         those whose centre is within ``radius`` + R (one compiled k-d tree query). Where the
         closest of them is within ``radius`` it is ``_nearest``'s (every triangle as near or
@@ -368,6 +372,8 @@ class Collider:
         # A hair wider: a triangle exactly that far must not be lost to rounding.
         found = tree.query_ball_point(points, np.asarray(radius, float) * (1.0 + 1e-9) + R + 1e-9 * self.band)
         counts = np.fromiter((len(x) for x in found), np.int64, len(points))
+        if budget is not None and counts.sum() > budget:
+            return None
         centre = np.fromiter(itertools.chain.from_iterable(found), np.int64, int(counts.sum()))
         return self._best_of(points, np.repeat(np.arange(len(points)), counts), self.tri_ids[centre])
 
@@ -456,6 +462,22 @@ class Collider:
             dist[sure], tri_out[sure], bary_out[sure], foot[sure] = d2[~unsure], t2[~unsure], b2[~unsure], f2[~unsure]
             todo = todo[unsure]
             radius[todo] = np.clip(d2[unsure] * (1.0 + 1e-9) + 1e-9 * self.band, start, self.band)
+        ball = None
+        if far is None and 0 < todo.size <= self.FEW:
+            # Points left without bounds (the legs of a live frame's targets, the head and hands
+            # known to be a band away): one ball query within the whole band settles those that
+            # have a surface there, where the rounds below grew a radius nine times (11 ms a
+            # Rigify live frame), unless it would test too many triangles.
+            ball = self._ball_nearest(points[todo], np.full(todo.size, self.band), self.BALL_PAIRS)
+        if ball is not None:
+            d2, t2, b2, f2 = ball
+            done = d2 <= self.band
+            sure = todo[done]
+            dist[sure], tri_out[sure], bary_out[sure], foot[sure] = d2[done], t2[done], b2[done], f2[done]
+            # None within the band: the rounds' last answer is their search within the band
+            # (a triangle whose box is in it may be given, farther), reached here in one round.
+            todo = todo[~done]
+            radius[todo] = self.band
         if far is not None and 0 < todo.size <= self.BALL_POINTS:
             # A few points with bounds (a solver step's collisions: five joints, a few centimetres
             # each): one ball query of the triangle centres instead of a box-tree round, a dozen

@@ -200,6 +200,7 @@ class Warper:
         self.static_tolerance, self.static_steps = float(static_tolerance), int(static_steps)
         self.segment_tolerance = float(segment_tolerance)
         self.clusters = [(np.asarray(m, np.int64), np.asarray(q, float)) for m, q in clusters or ()]
+        self._cluster_colours = _cluster_colours(self.clusters)
         self.limits = None
         if limits is not None and len(limits[0]):
             pairs = np.asarray(limits[0], np.int64)
@@ -236,7 +237,7 @@ class Warper:
             # nothing): one test of every pair instead of a projection per colour.
             floor = dmin[frames].T
             check = (np.concatenate([pairs[:, 0], pairs[:, 1]]), floor * floor * (1.0 + 1e-12))
-        clusters = [self._cluster(members, shape[frames], s) for members, shape in self.clusters]
+        clusters = [self._cluster(colour, frames, s) for colour in self._cluster_colours]
         groups = (limits, check, clusters, self._groups(self.edges, self.lengths[frames], self._edge_groups, s, False))
         held = None
         if self.pins is not None:
@@ -248,14 +249,19 @@ class Warper:
         return fs, groups, held, np.ascontiguousarray(damping.T)[None]
 
     @staticmethod
-    def _cluster(members, shape, s):
-        """``(members, weights (1,m,S), shape (S,m,3) and (S,3,m) about its weighted centre)`` of a
-        rigid cluster at rows with shapes ``shape`` (S,m,3) and affinities ``s`` (S,J)."""
-        w = s[:, members]
-        w = w / w.sum(axis=1, keepdims=True)                                     # (S,m)
-        q = shape - np.einsum("sm,smd->sd", w, shape)[:, None]
-        return members, np.ascontiguousarray(w.T)[None], np.ascontiguousarray(q), \
-            np.ascontiguousarray(q.swapaxes(1, 2))
+    def _cluster(colour, frames, s):
+        """A colour of disjoint clusters at rows playing ``frames`` (S,) with affinities ``s`` (S,J):
+        per cluster ``(members (m,), weights (1,m,S), shape (S,m,3) and (S,3,m))``, the weights
+        summing to one and the shape about its weighted centre."""
+        out = []
+        for members, shape in colour:
+            w = s[:, members]
+            w = w / w.sum(axis=1, keepdims=True)                                 # (S,m)
+            q = shape[frames]
+            q = q - np.einsum("sm,smd->sd", w, q)[:, None]
+            out.append((members, np.ascontiguousarray(w.T)[None], np.ascontiguousarray(q),
+                        np.ascontiguousarray(q.swapaxes(1, 2))))
+        return out
 
     @staticmethod
     def _sweep(p, prepared_groups, held):
@@ -275,14 +281,21 @@ class Warper:
                 groups = limits + edges
         elif limits:
             groups = limits + edges
-        for members, w, q, qt in clusters:                            # shape matching, then the bones
-            x = p.take(members, axis=1)                               # (3,m,S)
-            centre = np.add.reduce(x * w, 1)                          # (3,S)
-            cov = np.matmul((x * w).transpose(2, 0, 1), q)            # (S,3,3): sum of w x q^T
-            u, _, vt = np.linalg.svd(cov)
-            u[:, :, 2] *= np.where(np.linalg.det(np.matmul(u, vt)) < 0, -1.0, 1.0)[:, None]
-            goal = np.matmul(np.matmul(u, vt), qt)                    # (S,3,m)
-            p[:, members] = goal.transpose(1, 2, 0) + centre[:, None]
+        for colour in clusters:                                       # shape matching, then the bones
+            centres, covs = [], []
+            for members, w, q, _ in colour:
+                xw = p.take(members, axis=1) * w                      # (3,m,S)
+                centres.append(np.add.reduce(xw, 1))                  # (3,S)
+                covs.append(np.matmul(xw.transpose(2, 0, 1), q))      # (S,3,3): sum of w x q^T
+            # one SVD for every cluster of the colour
+            u, _, vt = np.linalg.svd(covs[0][:, None] if len(covs) == 1 else np.stack(covs, axis=1))
+            rot = np.matmul(u, vt)                                    # (S,n,3,3)
+            mirror = np.einsum("...i,...i->...", rot[..., 0, :], np.cross(rot[..., 1, :], rot[..., 2, :])) < 0
+            if mirror.any():                                          # the nearest rotation, not a reflection
+                rot -= 2.0 * mirror[..., None, None] * (u[..., :, 2, None] * vt[..., None, 2, :])
+            for k, (members, _, _, qt) in enumerate(colour):
+                goal = np.matmul(rot[:, k], qt)                       # (S,3,m)
+                p[:, members] = goal.transpose(1, 2, 0) + centres[k][:, None]
         for ends, L, share, at_least in groups:
             x = p.take(ends, axis=1)                                  # (3,2k,S): first ends, second ends
             k = len(L)
@@ -507,6 +520,20 @@ class Warper:
         for j, parent in self.glue.tolist():
             p[:, j] = p[:, parent]
         return p
+
+
+def _cluster_colours(clusters):
+    """Clusters ``[(members, shape)]`` grouped so that no two of a group share a joint (their
+    projections are then independent: one SVD call for the group)."""
+    groups = []
+    for members, shape in clusters:
+        for g in groups:
+            if not any(np.isin(members, m).any() for m, _ in g):
+                g.append((members, shape))
+                break
+        else:
+            groups.append([(members, shape)])
+    return groups
 
 
 def _coordinate_major(p):

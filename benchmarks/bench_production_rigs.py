@@ -11,8 +11,8 @@ in one run on the same spells of a noisy machine. Scenes, all generated in the b
   IK feet and IK hands keyed as a walk over ``--frames`` frames, a floor under it; bound with
   the default bone set (deform bones); the floor raised 5 cm; baked. The baseline is Blender's
   Bake Action (``nla.bake``, visual keying, pose) of the same deform bones from the same source,
-  timed in turn with our bake (medians of ``--rounds``). Live preview: median per frame while
-  playing 60 frames, and per jump (the cache cleared, as after an edit), median of 10.
+  timed in turn with our bake (medians of ``--rounds``). Live preview (``_live``): the handler's
+  time per frame while playing 60 frames, per jump after an edit, per cold jump.
 - **Rigify, body**: the same rig bound with a bone collection of its deform bones outside the
   face (the joint-count table's middle point).
 - **Mixamo with fingers**: the generated walker with three bones per finger and Mixamo's names,
@@ -44,38 +44,11 @@ SCENES = ("rigify", "rigify_body", "mixamo", "walk27")
 # --- the child process: one scene, one tree ----------------------------------------------------
 
 def _rigify_rig(frames):
-    """Rigify's generated human rig keyed as a walk (torso, IK feet and hands), a floor under it."""
-    import bpy
-    import numpy as np
-
-    from blender_reldesc import demo
-    from blender_reldesc.core import synthetic as S
-    bpy.ops.preferences.addon_enable(module="rigify")
-    bpy.ops.object.armature_human_metarig_add()
-    bpy.ops.pose.rigify_generate()
-    rig = bpy.context.object
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    steps = frames / 24.0                                  # one stride a second at 24 fps
-    for f in range(1, frames + 1):
-        t = (f - 1) / max(frames - 1, 1)
-        ph = 2 * np.pi * steps * t
-        rig.pose.bones["torso"].location = (0, 0.4 * steps * t, 0.03 * np.sin(2 * ph))
-        rig.pose.bones["torso"].keyframe_insert("location", frame=f)
-        for side, sgn in (("L", 1), ("R", -1)):
-            foot = rig.pose.bones[f"foot_ik.{side}"]
-            foot.location = (0, 0.4 * steps * t + 0.15 * sgn * np.sin(ph), max(0.0, 0.08 * sgn * np.cos(ph)))
-            foot.keyframe_insert("location", frame=f)
-            hand = rig.pose.bones[f"hand_ik.{side}"]
-            hand.location = (0, 0.4 * steps * t - 0.1 * sgn * np.sin(ph), 0.02 * np.cos(2 * ph))
-            hand.keyframe_insert("location", frame=f)
-    env = bpy.data.collections.new("Environment")
-    scene.collection.children.link(env)
-    length = 0.4 * steps + 4.0
-    V, T = S.grid(4.0, length, 30, max(30, int(length / 0.13)), origin=(-2.0, -2.0), z=0.0)
-    floor = demo.mesh_object("Floor", V, T, env)
-    scene.frame_set(1)
-    return scene, rig, env, floor
+    """Rigify's generated human rig keyed as a walk of a stride a second at 24 fps (torso, IK
+    feet and hands: ``rigify_case.rigify_walker``), a floor under it."""
+    import rigify_case
+    scene, rig, floor = rigify_case.rigify_walker(frames, strides=frames / 24.0)
+    return scene, rig, floor.users_collection[0], floor
 
 
 def _body_collection(rig):
@@ -87,36 +60,28 @@ def _body_collection(rig):
     return "Body"
 
 
-def _nla_bake(scene, arm, frames, names):
-    """Seconds of Blender's Bake Action (visual keying, pose) of bones ``names``."""
-    import bpy
-    bpy.context.view_layer.objects.active = arm
-    arm.select_set(True)
-    bpy.ops.object.mode_set(mode='POSE')
-    for pb in arm.pose.bones:                  # selection is the pose bone's from Blender 5.0, the bone's before
-        (pb if hasattr(pb, "select") else pb.bone).select = pb.name in names
-    t0 = time.perf_counter()
-    bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=True, visual_keying=True,
-                     bake_types={'POSE'}, use_current_action=False)
-    t = time.perf_counter() - t0
-    bpy.ops.object.mode_set(mode='OBJECT')
-    return t
-
-
-def _live(scene, arm, frames, live):
+def _live(scene, arm, frames, live, ground):
+    """Live preview, handler ms: median and max while playing 60 frames; median of 10 jumps to a
+    far frame just after an edit (the ground moved 1 mm: the session and its weights stay, the
+    solved frames go); median of 10 cold jumps (the session dropped, as after loading a file)."""
     scene.reldesc.armature = arm
     scene.reldesc.live = True
     play = []
     for f in range(1, 1 + min(61, frames)):
         scene.frame_set(f)
         play.append(live.last_seconds)
-    jumps = []
-    for f in range(10):
+    edited, cold = [], []
+    for k in range(10):
+        ground.location.z += 0.001 if k % 2 == 0 else -0.001
+        scene.frame_set(int(10 + (k * 37) % max(frames - 20, 1)))
+        edited.append(live.last_seconds)
+    for k in range(10):
         live.clear()
-        scene.frame_set(int(10 + (f * 37) % max(frames - 20, 1)))
-        jumps.append(live.last_seconds)
+        scene.frame_set(int(10 + (k * 53) % max(frames - 20, 1)))
+        cold.append(live.last_seconds)
     scene.reldesc.live = False
-    return 1000 * statistics.median(play[1:]), 1000 * max(play[1:]), 1000 * statistics.median(jumps)
+    return (1000 * statistics.median(play[1:]), 1000 * max(play[1:]), 1000 * statistics.median(edited),
+            1000 * statistics.median(cold))
 
 
 def _child(tree, scene_name, frames, rounds):
@@ -132,8 +97,9 @@ def _child(tree, scene_name, frames, rounds):
     import bench_blender
     import blender_scenes
 
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    blender_reldesc.register()
+    if scene_name not in ("rigify", "rigify_body"):            # rigify_walker starts a scene of its own
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        blender_reldesc.register()
     out = dict(tree=tree, scene=scene_name, frames=frames)
     if scene_name == "walk27":
         label, F, read, adapt, keys, write, ours, t_nla, ratio = bench_blender.ik_rig_comparison(frames, rounds)
@@ -146,7 +112,7 @@ def _child(tree, scene_name, frames, rounds):
         out.update(bind_s=time.perf_counter() - t0, joints=bind["joints"], bake_s=ours, read_s=read, adapt_s=adapt,
                    keys_s=keys, write_s=write, baseline_s=t_nla, baseline="leg-IK rig nla.bake (all bones)")
         blender_scenes.sculpt(ground)
-        out["live_ms"] = _live(scene, arm, frames, live)
+        out["live_ms"] = _live(scene, arm, frames, live, ground)
         _emit(out)
         return
     if scene_name in ("rigify", "rigify_body"):
@@ -155,6 +121,7 @@ def _child(tree, scene_name, frames, rounds):
         baked = [b.name for b in arm.data.bones if b.use_deform and (bone_set == "DEFORM" or any(
             c.name == bone_set for c in b.collections))]
         edit = lambda: setattr(floor.location, "z", 0.05)          # noqa: E731
+        ground = floor
     else:
         scene, arm, coll, ground = blender_scenes.synthetic_scene(frames)
         import blender_helpers
@@ -175,14 +142,14 @@ def _child(tree, scene_name, frames, rounds):
         rep = jobs.bake_job(scene, arm, progress=lambda *a: True, warn=lambda m: None)
         runs.append((time.perf_counter() - t0, rep))
         adapter.assign_action(arm, source)
-        nla.append(_nla_bake(scene, arm, frames, set(baked)))
+        nla.append(bench_blender.nla_bake_seconds(scene, arm, frames, set(baked)))
         adapter.assign_action(arm, source)
     wall, rep = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
     out.update(bake_s=wall, read_s=rep["read_seconds"], adapt_s=rep["adapt_seconds"], keys_s=rep["keys_seconds"],
                write_s=rep["write_seconds"], baseline_s=statistics.median(nla),
                baseline=f"nla.bake of the {len(baked)} baked bones",
                bone_error_mean=rep["bone_length_error_mean"])
-    out["live_ms"] = _live(scene, arm, frames, live)
+    out["live_ms"] = _live(scene, arm, frames, live, ground)
     _emit(out)
 
 
@@ -234,7 +201,7 @@ def main():
             print(f"  measured {scene} on {tree}", file=sys.stderr, flush=True)
     print()
     print("| tree | scene | joints | bind s | bake s (wall) | read s | adapt s | keys s | write s | baseline | "
-          "baseline s | ours / baseline | adapt frames/s | live ms (play median / max / jump) |")
+          "baseline s | ours / baseline | adapt frames/s | live ms (play median / max / jump after an edit / cold jump) |")
     print("|" + "---|" * 14)
     for r in results:
         live = " / ".join(f"{x:.1f}" for x in r["live_ms"])

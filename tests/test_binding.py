@@ -318,3 +318,27 @@ def test_targets_equal_eq1_and_eq2_written_out():
     R = random_rotation(rng)
     got, _ = binding.targets(mesh.with_vertices(verts @ R.T + [3.0, -1.0, 0.5]))
     assert np.abs(got - (motion @ R.T + [3.0, -1.0, 0.5])).max() < 1e-12 * binding.body_height * 1e3
+
+
+def test_rejecting_candidates_near_a_descriptor_on_their_own_triangle_first_changes_no_descriptor(monkeypatch):
+    # The sampler's shortcut (issue 40: most candidates of a long clip end there) against the full
+    # test of every candidate, on a walk over stepping stones, flat and sculpted into hills.
+    from blender_reldesc.core.descriptors.sampling import GeodesicSampler
+    seen = []
+    sample = GeodesicSampler.sample
+
+    def spy(self, tri, positions, radii, same_triangle_first=True):
+        seen.append((self, tri, positions, radii))
+        return sample(self, tri, positions, radii, same_triangle_first)
+
+    monkeypatch.setattr(GeodesicSampler, "sample", spy)
+    skel, motion, verts, tris, _ = S.stepping_stones(120)
+    hills = verts.copy()
+    hills[:, 2] += S.hills(0.1, 2.0)(verts[:, 0], verts[:, 1])
+    for v in (verts, hills):
+        bind(skel, motion, TriMesh(v, tris))
+        sampler, tri, positions, radii = seen[-1]
+        fast = sample(sampler, tri, positions, radii)
+        slow = sample(sampler, tri, positions, radii, same_triangle_first=False)
+        assert len(fast) > 10 and len(tri) > 20 * len(fast)
+        np.testing.assert_array_equal(fast, slow)

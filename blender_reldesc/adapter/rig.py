@@ -236,23 +236,18 @@ def set_pose(arm, rig, quats, locs, loc_mask):
     from mathutils import Quaternion
     pbs = arm.pose.bones
     n = len(pbs)
+    quats, locs = np.asarray(quats), np.asarray(locs)
     index = _pose_index(arm, rig)
     bones = [pbs[i] for i in index.tolist()]
     modes = [pb.rotation_mode for pb in bones]
     quat_mode = np.array([m == 'QUATERNION' for m in modes], bool)
-    if quat_mode.any():
-        buf = np.empty(4 * n, np.float32)
-        pbs.foreach_get("rotation_quaternion", buf)
-        buf = buf.reshape(n, 4)
-        buf[index[quat_mode]] = quats[quat_mode]
-        pbs.foreach_set("rotation_quaternion", buf.ravel())
     mask = np.asarray(loc_mask, bool)
-    if mask.any():
-        buf = np.empty(3 * n, np.float32)
-        pbs.foreach_get("location", buf)
-        buf = buf.reshape(n, 3)
-        buf[index[mask]] = locs[mask]
-        pbs.foreach_set("location", buf.ravel())
+    for prop, rows, values in (("rotation_quaternion", quat_mode, quats), ("location", mask, locs)):
+        if rows.any():
+            buf = np.empty((n, values.shape[1]), np.float32)
+            pbs.foreach_get(prop, buf.ravel())
+            buf[index[rows]] = values[rows]
+            pbs.foreach_set(prop, buf.ravel())
     if quat_mode.any() or mask.any():
         arm.update_tag()                 # foreach_set runs no property update: tag the pose for evaluation
     for b in np.flatnonzero(~quat_mode).tolist():

@@ -45,16 +45,17 @@ SEGMENT_FROM_FRAMES = 240
 SEGMENT_WARMUP = 30
 SEGMENT_BATCH = 128
 SEGMENT_TOLERANCE = 2e-6
-#: A joint with at least this many children (a hand with its fingers, a head with a face rig's
-#: bones) holds them as one rigid cluster, projected by shape matching (``solvers.Warper``),
-#: instead of a rigidity link between every two of them: the links grow as k² and need at
-#: least k colours of Gauss-Seidel projections a sweep, which made a Rigify head with 87 face
-#: bones cost more than the rest of the body. Below it (a hand of five fingers: 10 links in 5
-#: colours) the links cost about what a fit does and stay as the paper has them: with clusters
-#: from 5 children the generated Mixamo hand's fingers took another hinge branch on one frame
-#: of a 300-frame duck in the batched solve than in the sequential one (7.5 mm at a finger tip;
-#: ``tests/test_batched.py``).
-CLUSTER_CHILDREN = 6
+#: A joint with at least this many children (a head with a face rig's bones) holds them as one
+#: rigid cluster, projected by shape matching (``solvers.Warper``), instead of a rigidity link
+#: between every two of them: the links grow as k² and need at least k colours of Gauss-Seidel
+#: projections a sweep, which made a Rigify head with 87 face bones cost more than the rest of
+#: the body. Below it the links stay as the paper has them; there they cost no more than a
+#: fit's SVD does (measured in one run, ``benchmarks/bench_production_rigs.py``: Rigify's body
+#: bones, whose hands have nine children, adapted in 0.82 s with links and 1.29 s with clusters
+#: from six children; the whole rig the same either way). With clusters from five children the
+#: generated Mixamo hand's fingers also took another hinge branch on one frame of a 300-frame
+#: duck in the batched solve than in the sequential one (``tests/test_batched.py``).
+CLUSTER_CHILDREN = 10
 #: Affinity floor in Eq. 11 so that two joints of affinity 0 share a correction.
 AFFINITY_FLOOR = 1e-3
 #: Static solve of the first frame stops when no joint moves more than this

@@ -20,9 +20,11 @@ from blender_reldesc.core import synthetic as S
 FRAMES = 24
 
 
-def rigify_walker():
-    """Generate Rigify's human rig (Rigify ships with Blender), key its controls (torso, IK
-    feet and hands) as a short walk, and put a floor under it in 'Environment'."""
+def rigify_walker(frames=None, strides=1.0):
+    """Generate Rigify's human rig (Rigify ships with Blender), key its controls (torso, IK feet and
+    hands) as a walk of ``strides`` strides (0.4 m each) over ``frames`` frames (default
+    ``FRAMES``), and put a floor under it in 'Environment'."""
+    frames = FRAMES if frames is None else int(frames)
     bpy.ops.wm.read_factory_settings(use_empty=True)
     blender_reldesc.register()
     bpy.ops.preferences.addon_enable(module="rigify")
@@ -30,22 +32,24 @@ def rigify_walker():
     bpy.ops.pose.rigify_generate()
     rig = bpy.context.object
     scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, FRAMES
-    for f in range(1, FRAMES + 1):
-        t = (f - 1) / (FRAMES - 1)
-        ph = 2 * np.pi * t
-        rig.pose.bones["torso"].location = (0, 0.4 * t, 0.03 * np.sin(2 * ph))
+    scene.frame_start, scene.frame_end = 1, frames
+    for f in range(1, frames + 1):
+        t = (f - 1) / (frames - 1)
+        ph = 2 * np.pi * strides * t
+        ahead = 0.4 * strides * t
+        rig.pose.bones["torso"].location = (0, ahead, 0.03 * np.sin(2 * ph))
         rig.pose.bones["torso"].keyframe_insert("location", frame=f)
         for side, sgn in (("L", 1), ("R", -1)):
             foot = rig.pose.bones[f"foot_ik.{side}"]
-            foot.location = (0, 0.4 * t + 0.15 * sgn * np.sin(ph), max(0.0, 0.08 * sgn * np.cos(ph)))
+            foot.location = (0, ahead + 0.15 * sgn * np.sin(ph), max(0.0, 0.08 * sgn * np.cos(ph)))
             foot.keyframe_insert("location", frame=f)
             hand = rig.pose.bones[f"hand_ik.{side}"]
-            hand.location = (0, 0.4 * t - 0.1 * sgn * np.sin(ph), 0.02 * np.cos(2 * ph))
+            hand.location = (0, ahead - 0.1 * sgn * np.sin(ph), 0.02 * np.cos(2 * ph))
             hand.keyframe_insert("location", frame=f)
     env = bpy.data.collections.new("Environment")
     scene.collection.children.link(env)
-    V, T = S.grid(4.0, 4.0, 30, 30, origin=(-2.0, -2.0), z=0.0)
+    length = 4.0 + 0.4 * max(strides - 1.0, 0.0)
+    V, T = S.grid(4.0, length, 30, max(30, int(round(length / 4.0 * 30))), origin=(-2.0, -2.0), z=0.0)
     floor = demo.mesh_object("Floor", V, T, env)
     scene.reldesc.armature, scene.reldesc.environment = rig, env
     scene.frame_set(1)

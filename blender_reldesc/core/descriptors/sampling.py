@@ -124,13 +124,15 @@ class GeodesicSampler:
                         heapq.heappush(heap, (nd + hw, nd, w))
         return False
 
-    def sample(self, tri, positions, radii):
+    def sample(self, tri, positions, radii, same_triangle_first=True):
         """Indices of the adopted candidates, in candidate order.
 
         tri : (K,) int triangle of each candidate, in the order they are met
             (frame by frame, joint by joint).
         positions : (K,3) candidate points on the rest surface.
         radii : (K,) geodesic radius of each candidate (Eq. 7).
+        same_triangle_first : reject a candidate within its radius of a descriptor on its own
+            triangle before anything else (the same answer, sooner; off only to test that).
         """
         K = len(tri)
         cap = 256
@@ -146,7 +148,7 @@ class GeodesicSampler:
         pos, rad, tris = positions.tolist(), np.asarray(radii, float).tolist(), np.asarray(tri).tolist()
         for k in range(K):
             t = tris[k]
-            same = on_tri.get(t)
+            same = on_tri.get(t) if same_triangle_first else None
             if same is not None:
                 (x, y, z), rr = pos[k], rad[k] * rad[k]
                 if any((x - a) ** 2 + (y - b) ** 2 + (z - d) ** 2 <= rr for a, b, d in same):

@@ -362,6 +362,8 @@ def bones_moving(arm, names):
                     todo.append(t.subtarget)
             if getattr(c, "pole_target", None) == arm and getattr(c, "pole_subtarget", ""):
                 todo.append(c.pole_subtarget)
+            if getattr(c, "space_object", None) == arm and getattr(c, "space_subtarget", ""):
+                todo.append(c.space_subtarget)                  # a constraint evaluated in a bone's space
         for fc in drivers.get(name, ()):
             for var in fc.driver.variables:
                 for t in var.targets:

@@ -144,6 +144,10 @@ def test_the_bones_that_move_a_bone_are_its_ancestors_targets_driver_sources_and
     ik2 = pb["leg"].constraints.new('IK')                     # a chain that does not
     ik2.target, ik2.subtarget, ik2.chain_count = arm, "ik_other", 2
     assert adapter.rig.bones_moving(arm, ["arm2"]) == {"arm2", "arm1", "root", "tgt", "drv", "ik_owner", "ik_tgt"}
+    if hasattr(c, "space_subtarget"):                        # custom space (Blender 3.1+)
+        c.owner_space, c.space_object, c.space_subtarget = 'CUSTOM', arm, "other"
+        assert "other" in adapter.rig.bones_moving(arm, ["arm2"])
+        c.owner_space = 'WORLD'
     # A driver source on the armature that is not a bone's: nothing can be left out.
     var2 = fc.driver.variables.new()
     var2.type = 'SINGLE_PROP'

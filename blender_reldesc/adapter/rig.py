@@ -288,8 +288,9 @@ def read_bone_matrices(scene, arm, frames, names, only_what_moves_them=True):
     With ``only_what_moves_them`` the keys of the bones that cannot move them (``bones_moving``:
     neither an ancestor nor a constraint or driver source of theirs, directly or through
     others) are muted while the frames play, and unmuted after: Blender then evaluates a few
-    bones' curves instead of every bone's (a Rigify bake read its eight palm bones back at
-    7.2 ms a frame with the adapted action's 1550 curves, 4.2 ms with those of their arms)."""
+    bones' curves instead of every bone's (a 120-frame Rigify bake read its eight palm bones back
+    in 5.1 ms a frame with every curve playing, 2.8 ms with those of the 223 of 706 bones that
+    move them)."""
     current = scene.frame_current, scene.frame_subframe
     index = [arm.pose.bones.find(n) for n in names]
     out = np.empty((len(frames), len(names), 4, 4))

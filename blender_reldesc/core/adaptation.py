@@ -454,7 +454,8 @@ class Rig:
         lengths = np.ascontiguousarray(self.lengths[frames].T)
         free = None if held is None else ~np.ascontiguousarray(held.T)
         # Joints of one depth hang from joints already placed: one batched step per depth.
-        for level in self._levels:
+        for d in range(1, int(sk.depth.max()) + 1):
+            level = np.flatnonzero(sk.depth == d)
             parent = sk.parents[level]
             glued = ~bone[level]                                          # zero-length end bones
             if glued.any():
@@ -471,16 +472,6 @@ class Rig:
                 jm[j] = np.where(free[j][..., None], d, jm[j])
         return np.ascontiguousarray(jm.swapaxes(0, 1))
 
-    @property
-    def _levels(self):
-        """Non-root joints grouped by depth, shallowest first (computed once)."""
-        if getattr(self, "_levels_cache", None) is None:
-            sk = self.binding.skeleton
-            depth = np.zeros(len(sk), np.int64)
-            for j in sk.order.tolist():
-                depth[j] = depth[sk.parents[j]] + 1 if sk.parents[j] >= 0 else 0
-            self._levels_cache = [np.flatnonzero(depth == d) for d in range(1, int(depth.max()) + 1)]
-        return self._levels_cache
 
     def bone_error(self, positions, frames):
         """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""

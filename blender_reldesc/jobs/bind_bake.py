@@ -319,9 +319,8 @@ def _same_curve(a, b):
     """Whether planned curves ``a`` (or None) and ``b`` write the same keys."""
     if a is None or a.interpolation != b.interpolation or a.group != b.group:
         return False
-    same = lambda x, y: (x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))  # noqa: E731
-    return all(same(x, y) for x, y in ((a.frames, b.frames), (a.values, b.values), (a.left, b.left),
-                                       (a.right, b.right)))
+    return all((x is None) == (y is None) and (x is None or np.array_equal(x, y))
+               for x, y in ((a.frames, b.frames), (a.values, b.values), (a.left, b.left), (a.right, b.right)))
 
 
 def _limit_report(result, bound, worst=5):

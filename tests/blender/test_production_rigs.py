@@ -153,3 +153,24 @@ def test_the_bones_that_move_a_bone_are_its_ancestors_targets_driver_sources_and
     var2.type = 'SINGLE_PROP'
     var2.targets[0].id, var2.targets[0].data_path = arm, 'data.bones["other"].head_radius'
     assert adapter.rig.bones_moving(arm, ["arm2"]) is None
+
+
+def test_the_read_back_leaves_every_curve_muted_as_it_found_it_and_reads_what_a_full_play_reads():
+    # Muting keys while the outside parents play back (issue 40) must not change the animator's
+    # action: curves muted by hand stay muted, the others play again afterwards.
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    arm = _armature({"root": None, "arm1": "root", "arm2": "arm1", "other": "root", "leg": "other"})
+    for f in (1, 10):
+        for name in ("arm1", "other", "leg"):
+            pb = arm.pose.bones[name]
+            pb.rotation_quaternion = (1.0, 0.1 * f, 0.0, 0.0)
+            pb.keyframe_insert("rotation_quaternion", frame=f)
+    curves = adapter.actions._fcurves(arm.animation_data.action)
+    by_hand = next(c for c in curves if c.data_path == 'pose.bones["leg"].rotation_quaternion' and c.array_index == 1)
+    by_hand.mute = True
+    quiet = adapter.rig.read_bone_matrices(scene, arm, range(1, 11), ["arm2"])
+    loud = adapter.rig.read_bone_matrices(scene, arm, range(1, 11), ["arm2"], only_what_moves_them=False)
+    np.testing.assert_array_equal(quiet, loud)
+    assert [c for c in curves if c.mute] == [by_hand]
+    assert np.abs(quiet[-1] - quiet[0]).max() > 0.05                 # arm1's keys moved arm2

@@ -44,9 +44,10 @@ class Skeleton:
                                 f"use -1 for a root or the index of another joint (0..{J - 1})")
         self.names = names
         self.parents = parents.astype(np.int64)
-        self.order = self._parents_first_order()
+        self.depth, self.order = self._depth_and_order()
 
-    def _parents_first_order(self):
+    def _depth_and_order(self):
+        """(J,) each joint's depth (a root 0) and (J,) the joints parents first."""
         J = len(self.parents)
         depth = np.full(J, -1)
         for start in range(J):
@@ -62,7 +63,7 @@ class Skeleton:
             for k in reversed(chain):
                 base += 1
                 depth[k] = base
-        return np.argsort(depth, kind="stable")
+        return depth.astype(np.int64), np.argsort(depth, kind="stable")
 
     def __len__(self):
         return len(self.names)

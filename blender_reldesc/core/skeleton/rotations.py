@@ -95,7 +95,7 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     eye = np.broadcast_to(np.eye(3), (F, 3, 3))
     rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
     parents = np.asarray(skeleton.parents)
-    depth = _depths(skeleton)
+    depth = skeleton.depth
     # A child counts when its bone has a length on every frame.
     child = np.flatnonzero(parents >= 0)
     child = child[(np.linalg.norm(original[:, child] - original[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
@@ -123,14 +123,6 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
         if leaves.size:
             rot[:, leaves] = rot[:, parents[leaves]]
     return rot if matrices else quat_from_matrix(rot)
-
-
-def _depths(skeleton):
-    parents = skeleton.parents
-    depth = np.zeros(len(parents), int)
-    for j in skeleton.order.tolist():
-        depth[j] = depth[parents[j]] + 1 if parents[j] >= 0 else 0
-    return depth
 
 
 def _several_children(original, adapted, rot, parents, multi, child, primary, eye):

@@ -167,8 +167,8 @@ class Warper:
         rigid body whose shape on frame f is ``shape[f]`` (offsets from its first member), each
         projected once a sweep by shape matching (Müller et al. 2005, weighted by affinity as
         Eq. 11 shares a correction: the joints nearer a surface move less). Product decision
-        for speed (``constants.CLUSTER_CHILDREN``): a joint and its many children (a hand and
-        its fingers, a head and a face rig) were rigid already through a bone to each child and
+        for speed (``constants.CLUSTER_CHILDREN``): a joint and its many children (a head and
+        a face rig's bones) were rigid already through a bone to each child and
         a link between every two; one projection keeps the same distances, costs one fit
         instead of k colours of projections, and cannot mirror the cluster.
     """

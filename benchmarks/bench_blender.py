@@ -29,6 +29,10 @@ from blender_reldesc.viewport import live  # noqa: E402
 from blender_scenes import REAL, real_scene, sculpt, synthetic_scene  # noqa: E402
 
 
+def _action_fcurves(arm):
+    return blender_reldesc.adapter.actions._fcurves(arm.animation_data.action)
+
+
 def nla_bake_seconds(scene, arm, frames, names=None):
     """Seconds of Blender's Bake Action (visual keying, pose) of every bone, or of bones ``names``."""
     bpy.context.view_layer.objects.active = arm
@@ -38,10 +42,17 @@ def nla_bake_seconds(scene, arm, frames, names=None):
     if names is not None:
         for pb in arm.pose.bones:              # selection is the pose bone's from Blender 5.0, the bone's before
             (pb if hasattr(pb, "select") else pb.bone).select = pb.name in names
+    # The operator takes its bones from the context's selected_pose_bones, which the wheel (no
+    # window) leaves empty: without the override it plays every frame and keys nothing.
+    selected = [pb for pb in arm.pose.bones if names is None or pb.name in names]
     t0 = time.perf_counter()
-    bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=names is not None, visual_keying=True,
-                     bake_types={'POSE'}, use_current_action=False)
+    with bpy.context.temp_override(selected_pose_bones=selected, active_object=arm, object=arm):
+        bpy.ops.nla.bake(frame_start=1, frame_end=frames, only_selected=names is not None, visual_keying=True,
+                         bake_types={'POSE'}, use_current_action=False)
     t = time.perf_counter() - t0
+    keyed = {fc.data_path.split('"')[1] for fc in _action_fcurves(arm) if fc.data_path.startswith("pose.bones")}
+    if len(keyed) != len(selected):
+        raise RuntimeError(f"Bake Action keyed {len(keyed)} bones of the {len(selected)} asked for")
     bpy.ops.object.mode_set(mode='OBJECT')
     return t
 

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from blender_reldesc.core.skeleton.armature import (adapted_pose, basis_from_pose, euler_from_quat, joint_layout,
-                                           pose_from_basis, split_basis)
+                                           polar, pose_from_basis, split_basis)
 from blender_reldesc.core.skeleton.rotations import matrix_from_quat
 
 
@@ -117,3 +117,25 @@ def test_into_frame_undoes_each_frames_matrix_and_collapses_what_comes_out_the_s
     out = into_frame(m, edited, like=base)
     np.testing.assert_array_equal(np.delete(out, 1, axis=0), np.delete(base, 1, axis=0))
     assert np.abs(out[1] - base[1]).max() > 0.005
+
+
+def test_polar_factor_of_near_rotations_agrees_with_the_svd():
+    # Unscaled bones read in single precision take Newton-Schulz steps, stretched or mirrored
+    # ones the SVD: both give the polar factor (the nearest proper rotation) and m = R S.
+    R = Rotation.random(400, random_state=2).as_matrix()
+    m = R.astype(np.float32).astype(float)                         # within ~1e-7 of a rotation
+    m[::5] = m[::5] * np.array([1.0, 1.3, 0.9])                    # stretched along Y (Stretch To)
+    m[3] = -m[3]                                                   # mirrored
+    m[7] = np.zeros((3, 3))                                        # degenerate: a bone scaled to 0
+    rot, stretch = polar(m.reshape(20, 20, 3, 3))
+    rot, stretch = rot.reshape(-1, 3, 3), stretch.reshape(-1, 3, 3)
+    u, _, vt = np.linalg.svd(m)
+    want = u @ vt
+    flip = np.linalg.det(want) < 0
+    u[flip, :, -1] *= -1
+    want = u @ vt
+    ok = np.arange(len(m)) != 7                                     # a zero matrix has no unique factor
+    np.testing.assert_allclose(rot[ok], want[ok], atol=1e-12)
+    np.testing.assert_allclose(rot @ stretch, m, atol=1e-12)
+    np.testing.assert_allclose(np.swapaxes(rot, 1, 2) @ rot, np.tile(np.eye(3), (len(m), 1, 1)), atol=1e-12)
+    assert np.all(np.linalg.det(rot[ok]) > 0)

@@ -320,25 +320,43 @@ def test_targets_equal_eq1_and_eq2_written_out():
     assert np.abs(got - (motion @ R.T + [3.0, -1.0, 0.5])).max() < 1e-12 * binding.body_height * 1e3
 
 
-def test_rejecting_candidates_near_a_descriptor_on_their_own_triangle_first_changes_no_descriptor(monkeypatch):
-    # The sampler's shortcut (issue 40: most candidates of a long clip end there) against the full
-    # test of every candidate, on a walk over stepping stones, flat and sculpted into hills.
+def test_the_samplers_shortcuts_change_no_descriptor(monkeypatch):
+    # The sampler's shortcuts (issue 40: a candidate near a descriptor on its own triangle, then
+    # one with a path already known to a descriptor, is rejected before any search) against the
+    # full test of every candidate, on a walk over stepping stones: flat, sculpted into hills, and
+    # with a box on the way (paths around its edges are longer than the straight line).
     from blender_reldesc.core.descriptors.sampling import GeodesicSampler
     seen = []
-    sample = GeodesicSampler.sample
+    sample, all_far = GeodesicSampler.sample, GeodesicSampler._all_far
 
-    def spy(self, tri, positions, radii, same_triangle_first=True):
+    def spy(self, tri, positions, radii, **kw):
         seen.append((self, tri, positions, radii))
-        return sample(self, tri, positions, radii, same_triangle_first)
+        return sample(self, tri, positions, radii, **kw)
+
+    searched = []
+
+    def counted(self, *a):
+        searched.append(1)
+        return all_far(self, *a)
 
     monkeypatch.setattr(GeodesicSampler, "sample", spy)
+    monkeypatch.setattr(GeodesicSampler, "_all_far", counted)
     skel, motion, verts, tris, _ = S.stepping_stones(120)
     hills = verts.copy()
     hills[:, 2] += S.hills(0.1, 2.0)(verts[:, 0], verts[:, 1])
-    for v in (verts, hills):
-        bind(skel, motion, TriMesh(v, tris))
+    box_v, box_t = S.box((0.4, 0.0, 0.15), (0.3, 1.5, 0.3))
+    with_box = S.merge((verts, tris), (box_v, box_t))
+    for v, t in ((verts, tris), (hills, tris), with_box[:2]):
+        bind(skel, motion, TriMesh(v, t))
         sampler, tri, positions, radii = seen[-1]
-        fast = sample(sampler, tri, positions, radii)
-        slow = sample(sampler, tri, positions, radii, same_triangle_first=False)
+        counts = []
+        results = []
+        for options in ({}, dict(known_paths=False), dict(same_triangle_first=False, known_paths=False)):
+            searched.clear()
+            results.append(sample(sampler, tri, positions, radii, **options))
+            counts.append(len(searched))
+        fast = results[0]
         assert len(fast) > 10 and len(tri) > 20 * len(fast)
-        np.testing.assert_array_equal(fast, slow)
+        for slow in results[1:]:
+            np.testing.assert_array_equal(fast, slow)
+        assert counts[0] < counts[1] < counts[2]            # each shortcut decided candidates

@@ -1,6 +1,7 @@
 """Projection onto coverages, closest points, the spatial grid and the box tree against brute force."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from blender_reldesc.core.geometry import (closest_point_on_triangles, normalize, project_to_coverage,
@@ -269,10 +270,15 @@ def _coverage_brute_force(verts, tris, normals, pts, max_distance):
     return set(zip(np.repeat(np.arange(P), T)[inside].tolist(), tt[inside].tolist()))
 
 
-def test_coverage_index_on_a_thin_box_and_a_steep_fine_slope_matches_brute_force():
+@pytest.mark.parametrize("grid_budget, pairs", [(48, 1 << 19), (0, 1 << 19), (48, 64)])
+def test_coverage_index_on_a_thin_box_and_a_steep_fine_slope_matches_brute_force(monkeypatch, grid_budget, pairs):
     # Patches of triangles whose normals cancel (the two faces of a thin wall) and thin
     # coverage columns leaning across every world axis (a fine, steep, twisted slope): the
-    # boxes in the surface's own frame must never lose a triangle.
+    # boxes in the surface's own frame must never lose a triangle. The slabs are found by the
+    # uniform grid, or by the box tree (a budget of 0 sends every query there); the triangles of
+    # a patch are tested in parts of any size.
+    monkeypatch.setattr(CoverageIndex, "GRID_BUDGET", grid_budget)
+    monkeypatch.setattr(CoverageIndex, "PAIRS", pairs)
     from blender_reldesc.core import synthetic as S
     from blender_reldesc.core.geometry import TriMesh
     rng = np.random.default_rng(5)
@@ -294,6 +300,26 @@ def test_coverage_index_on_a_thin_box_and_a_steep_fine_slope_matches_brute_force
         assert set(zip(pt.tolist(), tri.tolist())) == want
         assert len(want) > 50
         assert np.all(np.diff(pt) >= 0)
+        assert (index._tree is not None) == (grid_budget == 0)
+
+
+def test_coverage_index_of_a_fine_prop_on_a_large_floor_falls_back_to_the_tree():
+    # Slabs of very different sizes (a finely cut prop on two huge floor triangles) crowd the
+    # uniform grid's cells: its query gives up within its budget and the box tree answers.
+    from blender_reldesc.core import synthetic as S
+    from blender_reldesc.core.geometry import TriMesh
+    rng = np.random.default_rng(8)
+    floor = (np.array([[-50.0, -50, 0], [50, -50, 0], [50, 50, 0], [-50, 50, 0]]), np.array([[0, 1, 2], [0, 2, 3]]))
+    prop = S.box((0.0, 0.0, 0.3), (0.4, 0.4, 0.4), subdivisions=12)
+    verts, tris, _ = S.merge(floor, prop)
+    mesh = TriMesh(verts, tris)
+    normals = mesh.normals()
+    index = CoverageIndex(verts, normals, tris, mesh.valid, max_distance=0.5)
+    pts = rng.uniform((-0.5, -0.5, 0.0), (0.5, 0.5, 0.8), size=(400, 3))
+    assert index.grid.query(pts, budget=CoverageIndex.GRID_BUDGET) is None
+    pt, tri, _, _ = index.query(pts, 1e-9)
+    assert set(zip(pt.tolist(), tri.tolist())) == _coverage_brute_force(verts, tris, normals, pts, 0.5)
+    assert index._tree is not None
 
 
 def test_geodesic_searches_agree_with_dijkstra():

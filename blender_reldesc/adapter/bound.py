@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import bpy
 import numpy as np
 
+from ..core.archive import save_npz
 from . import storage
 from .mesh import bound_objects, environment_objects, read_environment, topology_matches
 from .placement import object_matrices, placement_animated
@@ -67,7 +68,7 @@ def save_binding_file(arm, path):
     arrays["blender_pose"] = np.frombuffer(pose, np.uint8)
     arrays["blender_meta"] = np.asarray(json.dumps(meta))
     with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        save_npz(fh, **arrays)
 
 
 def load_binding_file(arm, path):
@@ -87,7 +88,7 @@ def load_binding_file(arm, path):
             raise
         raise SceneError(f"cannot read the binding file {path}: {e}") from None
     buf = io.BytesIO()
-    np.savez_compressed(buf, **core)
+    save_npz(buf, **core)
     data = buf.getvalue()
     with np.load(io.BytesIO(pose), allow_pickle=False) as z:
         bones = list(z["bones"])

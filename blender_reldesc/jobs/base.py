@@ -13,6 +13,8 @@ import io
 
 import numpy as np
 
+from ..core.archive import save_npz
+
 
 def print_progress(label):
     """A progress callback printing ``reldesc: <label> N%`` every ten per cent (the command line's)."""
@@ -30,7 +32,7 @@ def print_progress(label):
 
 def _save_npz(**arrays):
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    save_npz(buf, **arrays)
     return buf.getvalue()
 
 

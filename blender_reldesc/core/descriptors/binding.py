@@ -9,12 +9,12 @@ targets on a deformed mesh (Eq. 2) and warps the motion to them (§7.2).
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import constants as C
+from ..archive import save_npz
 from .weights import CoefficientCache, Coefficients, frames_of, reconstruct
 from ..errors import BindingError, Cancelled, InputError
 from ..geometry.mesh import TriMesh
@@ -138,11 +138,7 @@ class Binding:
             setting_keys=np.asarray(sorted(self.settings), dtype=str),
             setting_values=np.asarray([float(self.settings[k]) for k in sorted(self.settings)]),
         )
-        if isinstance(path, (str, os.PathLike)):
-            with open(path, "wb") as fh:
-                np.savez_compressed(fh, **data)
-        else:
-            np.savez_compressed(path, **data)
+        save_npz(path, **data)
 
     def to_bytes(self):
         buf = io.BytesIO()

@@ -10,7 +10,7 @@ import numpy as np
 from .. import constants as C
 from .triangles import (closest_point_on_triangles, dot, face_normals, normalize, project_to_coverage,
                         segments_hit_triangles)
-from .spatial import BoxTree, expand_ranges, z_order
+from .spatial import BoxGrid, BoxTree, expand_ranges, z_order
 
 
 class CoverageIndex:
@@ -44,6 +44,8 @@ class CoverageIndex:
     PATCH = 16
     #: At most this many slabs of height per patch (each about as tall as the patch is wide).
     MAX_SLABS = 8
+    #: (point, triangle) pairs tested at a time.
+    PAIRS = 1 << 19
 
     def __init__(self, vertices, normals, triangles, valid, max_distance):
         self.vertices, self.normals, self.triangles = vertices, normals, triangles
@@ -95,8 +97,13 @@ class CoverageIndex:
         pframe = np.stack([u, np.cross(pn, u), pn], axis=1)                  # (Pt,3,3)
         of = np.repeat(np.arange(len(starts)), K)                           # patch of each filled slot
         plocal = np.matmul(pframe[of], pts[:, fill][..., None])[..., 0]      # (6,Pt*K,3), about the origin
-        plo = (plocal.min(axis=0) - pad[fill, None]).reshape(-1, K, 3).min(axis=1)
-        phi = (plocal.max(axis=0) + pad[fill, None]).reshape(-1, K, 3).max(axis=1)
+        # Each triangle's box in its patch's frame: a point found in a patch is tested against
+        # its triangles there by comparisons alone (slots filled up hold no point).
+        tlo = (plocal.min(axis=0) - pad[fill, None]).reshape(-1, K, 3)
+        thi = (plocal.max(axis=0) + pad[fill, None]).reshape(-1, K, 3)
+        plo, phi = tlo.min(axis=1), thi.max(axis=1)
+        tlo.reshape(-1, 3)[T:] = np.inf
+        self.tri_lo, self.tri_hi = tlo, thi
         del plocal, pts
         self.patch_frame, self.patch_lo, self.patch_hi = pframe, plo, phi
         width = np.maximum((phi - plo)[:, :2].max(axis=1), 1e-300)
@@ -110,12 +117,28 @@ class CoverageIndex:
         centre = np.matmul(rot, (0.5 * (box_lo + box_hi))[..., None])[..., 0]
         half = np.matmul(np.abs(rot), (0.5 * (box_hi - box_lo))[..., None])[..., 0]
         half += 1e-12 * max_distance + 4 * np.finfo(float).eps * np.abs(centre)   # rounding of the turn
-        self.tree = BoxTree(centre - half, centre + half)
+        self._slabs = (centre - half, centre + half)
+        self.grid = BoxGrid(*self._slabs)
+        self._tree = None
         self.slab_owner = owner
+
+    #: A query is answered by the uniform grid of slabs while its points' cells list at most this
+    #: many slabs a point (on average), else by the box tree. On a floor or a terrain the grid
+    #: answers 10-15 times faster (a Rigify bind: 164k points, 1.85 s -> 0.15 s, the same pairs);
+    #: slabs of very different sizes (a fine prop on a large set) crowd its cells.
+    GRID_BUDGET = 48
+
+    @property
+    def tree(self):
+        """The bounding-volume hierarchy of the slabs (built when a query first needs it)."""
+        if self._tree is None:
+            self._tree = BoxTree(*self._slabs)
+        return self._tree
 
     def _candidates(self, points):
         """(point, triangle slot) pairs whose boxes (patch's, then triangle's) hold the point."""
-        pt, slab = self.tree.query(points)
+        found = self.grid.query(points, budget=self.GRID_BUDGET)
+        pt, slab = found if found is not None else self.tree.query(points)
         patch = self.slab_owner[slab]
         if not len(pt):
             return pt, patch
@@ -123,8 +146,17 @@ class CoverageIndex:
         pt, patch = key // len(self.patch_start), key % len(self.patch_start)
         local = np.einsum("kij,kj->ki", self.patch_frame[patch], points[pt])
         fits = np.all((local >= self.patch_lo[patch]) & (local <= self.patch_hi[patch]), axis=1)
-        pt, patch = pt[fits], patch[fits]
-        row, slot = expand_ranges(self.patch_start[patch], self.patch_count[patch])
+        pt, patch, local = pt[fits], patch[fits], local[fits]
+        # The patch's triangles by their boxes in the patch's frame (a few of its 16 hold the
+        # point), in bounded parts; then the survivors' boxes in their own frames.
+        rows, slots = [], []
+        step = max(1, self.PAIRS // self.PATCH)
+        for i in range(0, len(pt), step):
+            lp, pa = local[i:i + step, None], patch[i:i + step]
+            r, k = np.nonzero(np.all((lp >= self.tri_lo[pa]) & (lp <= self.tri_hi[pa]), axis=2))
+            rows.append(r + i)
+            slots.append(self.PATCH * pa[r] + k)
+        row, slot = np.concatenate(rows), np.concatenate(slots)
         pt = pt[row]
         local = np.einsum("kij,kj->ki", self.frame[slot], points[pt] - self.origin[slot])
         fits = np.all((local >= self.local_lo[slot]) & (local <= self.local_hi[slot]), axis=1)

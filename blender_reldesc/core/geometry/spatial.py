@@ -66,10 +66,13 @@ class BoxGrid:
     def _key(self, idx):
         return (idx[:, 0] * self.shape[1] + idx[:, 1]) * self.shape[2] + idx[:, 2]
 
-    def query(self, points):
+    def query(self, points, budget=None):
         """Pairs ``(point_index, box_index)`` with the point inside the box.
 
         points : (P,3) float. Returns two (K,) int64 arrays, sorted by point.
+        budget : if given, None is returned instead when the points' cells list more than
+            ``budget`` boxes per point on average (boxes of very different sizes crowd the
+            cells of a uniform grid; ``BoxTree`` answers those queries in logarithmic time).
         """
         points = np.asarray(points, dtype=float)
         idx = np.floor((points - self.origin) / self.cell).astype(np.int64)
@@ -78,6 +81,8 @@ class BoxGrid:
         start = np.searchsorted(self._keys, keys, side="left")
         stop = np.searchsorted(self._keys, keys, side="right")
         stop = np.where(ok, stop, start)
+        if budget is not None and int((stop - start).sum()) > budget * max(len(points), 1):
+            return None
         pt, pos = expand_ranges(start, stop - start)
         box = self._boxes[pos]
         p = points[pt]

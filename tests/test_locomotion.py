@@ -9,6 +9,8 @@ from blender_reldesc.core.locomotion import STRETCH, Terrain, bind_carpet, fork_
 from blender_reldesc.core.locomotion import crowd as crowd_module
 
 STRAIGHT = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0]])
+#: A step of the generated walk (its stride is 1.4 m).
+STEP = 0.7
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,10 @@ def test_root_follows_a_turn_of_two_metres(carpet, flat):
     root = r.positions[0][:, carpet.root]
     off = np.abs(np.hypot(root[:, 0], root[:, 1] - 2.0) - 2.0)
     assert off.max() < 0.05
-    assert r.positions.shape[1] == int(np.pi * 2.0 / carpet.speed) + 1
+    # Walked to its end: stopped within one step of it (half a gait cycle), never past it.
+    assert r.path_frames.tolist() == [r.positions.shape[1]]
+    end = np.degrees(np.arctan2(root[-1, 0], 2.0 - root[-1, 1])) % 360.0   # degrees round the circle
+    assert 180.0 - np.degrees(STEP / 2.0) - 1.0 <= end <= 180.0 + 1.0
     assert r.warnings == []
     gap, slide = _stance_checks(r, flat, carpet)
     assert gap < 0.01 and slide * 30.0 < 0.01
@@ -142,11 +147,14 @@ def test_a_crowd_equals_its_characters_solved_one_by_one(carpet, hills):
     paths = lateral_paths(STRAIGHT, 3, 1.2)
     offsets = [0, 11, 23]
     crowd = walk(carpet, paths, hills, offsets)
-    assert crowd.positions.shape[:2] == (3, int(8.0 / carpet.speed) + 1)
+    assert crowd.positions.shape[:2] == (3, crowd.path_frames.max())
     for c in range(3):
         alone = walk(carpet, [paths[c]], hills, [offsets[c]])
-        assert np.abs(alone.positions[0] - crowd.positions[c]).max() < 1e-9
-        np.testing.assert_array_equal(alone.clip_frames[0], crowd.clip_frames[c])
+        n = int(crowd.path_frames[c])
+        assert alone.path_frames.tolist() == [n] and alone.positions.shape[1] == n
+        assert np.abs(alone.positions[0] - crowd.positions[c, :n]).max() < 1e-9
+        np.testing.assert_array_equal(alone.clip_frames[0], crowd.clip_frames[c, :n])
+        assert (crowd.positions[c, n:] == crowd.positions[c, n - 1]).all()          # then stands
     # Side by side, 1.2 m apart across the path.
     lateral = crowd.positions[:, :, carpet.root, 1].mean(axis=1)
     np.testing.assert_allclose(np.diff(lateral), 1.2, atol=0.05)
@@ -298,3 +306,52 @@ def test_every_rig_convention_walks_over_hills(convention, hills):
     u = P[:, chain[1:]] - P[:, chain[:-1]]
     keep = np.linalg.norm(u, axis=-1).min(axis=0) > 1e-6
     assert keep.sum() >= 2
+
+
+def test_each_path_is_walked_to_its_end(carpet, flat):
+    # Three paths of different lengths in one call (issue 35: all were cut to the shortest):
+    # each character walks its own path to its end, stops on a frame with both feet down, and
+    # stands there for the frames the longer walks still take.
+    th = np.linspace(0.0, 0.5 * np.pi, 60)
+    quarter = np.c_[2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.zeros_like(th)]
+    x = np.linspace(0.0, 6.0, 80)
+    s_curve = np.c_[x, 0.8 * np.sin(x * np.pi / 3.0), np.zeros_like(x)]
+    paths = [STRAIGHT, quarter, s_curve]
+    lengths = [8.0, np.pi, float(np.linalg.norm(np.diff(s_curve[:, :2], axis=0), axis=1).sum())]
+    r = walk(carpet, paths, flat)
+    F = r.positions.shape[1]
+    assert F == r.path_frames.max() and len(set(r.path_frames.tolist())) == 3
+    sk = carpet.skeleton
+    ankles = [j for j in carpet.standing.tolist() if sk.parents[j] not in set(carpet.standing.tolist())]
+    played = carpet.extended(int(r.clip_frames.max()) + 1)
+    lowest = carpet.motion[:, ankles, 2].min(axis=0)
+
+    def highest_foot(frames):
+        return (played[frames][..., ankles, 2] - lowest).max(axis=-1)
+    for c, (path, length) in enumerate(zip(paths, lengths)):
+        n = int(r.path_frames[c])
+        assert length / carpet.speed - STEP / carpet.speed - 1 <= n <= length / carpet.speed + 2
+        root = r.positions[c, :, carpet.root]
+        # Its root's distance left to the end of the path when it stops: at most a step, never past.
+        to_end = np.linalg.norm(root[n - 1, :2] - path[-1, :2])
+        assert to_end <= STEP + 0.05
+        beyond = np.dot(root[n - 1, :2] - path[-1, :2], path[-1, :2] - path[-2, :2])
+        assert beyond <= 0.02 * np.linalg.norm(path[-1, :2] - path[-2, :2])
+        # Standing: the same pose on every frame after, both feet down.
+        assert (r.positions[c, n:] == r.positions[c, n - 1]).all()
+        assert (r.clip_frames[c, n:] == r.clip_frames[c, n - 1]).all()
+        # Its feet as low as the clip has them: the higher foot within 1 cm of the clip's best
+        # (the generated walk never has both feet down at once: its best is 3.3 cm).
+        assert highest_foot(r.clip_frames[c, n - 1]) <= highest_foot(np.arange(*carpet.cycle)).min() + 0.01
+        assert np.abs(r.positions[c, n - 1, ankles, 2] - played[r.clip_frames[c, n - 1], ankles, 2]).max() < 0.01
+        # Walking until then, as it walks alone.
+        alone = walk(carpet, [path], flat)
+        assert alone.positions.shape[1] == n
+        assert np.abs(alone.positions[0] - r.positions[c, :n]).max() < 1e-9
+    # Asked for fewer frames: every walk is cut there. With stop=False: every character walks
+    # every frame (on straight past the end of a shorter path).
+    cut = walk(carpet, paths, flat, frames=60)
+    assert cut.positions.shape[1] == 60 and cut.path_frames.tolist() == [60, 60, 60]
+    on = walk(carpet, paths, flat, stop=False)
+    assert on.positions.shape[1] == F and on.path_frames.tolist() == [F] * 3
+    assert np.abs(on.positions[0] - r.positions[0]).max() < 1e-9          # the longest path's walk

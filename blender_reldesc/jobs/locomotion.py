@@ -118,8 +118,10 @@ class WalkJob:
             [f"{self.action.name}.walk.{c:03d}" for c in range(len(self.keys))])
         r = self.result
         held = ~np.isnan(r.pins[..., 0])
+        walked = [int(n) for n in r.path_frames]
         return dict(armature=arm.name, source=self.action.name, characters=names, actions=actions,
                     paths=self.path_names, frames=int(F), frame_start=int(frames[0]), frame_end=int(frames[-1]),
+                    path_frames=walked, stands_from=[int(frames[0]) + n - 1 for n in walked],
                     joints=int(len(self.skeleton)), cycle=list(self.carpet.cycle), speed=float(self.carpet.speed),
                     stance_fraction=float(held.any(axis=2).mean()), warnings=list(r.warnings),
                     bone_length_error_mean=float(r.bone_error.mean()), bone_length_error_max=float(r.bone_error.max()),

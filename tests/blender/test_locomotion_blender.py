@@ -132,6 +132,8 @@ def test_walk_command_line(crowd_scene, tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
     assert data["characters"] == ["Walker.walk.000", "Walker.walk.001"] and data["frames"] > 30
+    assert len(data["path_frames"]) == 2 and max(data["path_frames"]) == data["frames"]
+    assert data["stands_from"] == [data["frame_start"] + n - 1 for n in data["path_frames"]]
     assert out.exists()
     # Shared among two processes: the same keys (within rounding: the keys are float32).
     shared = tmp_path / "shared.blend"
@@ -192,6 +194,40 @@ def test_one_character_per_curve_of_a_collection_and_a_terrain_edited_again(crow
         z, hit = ground.heights(feet[..., :2].reshape(-1, 2), feet[..., 2].reshape(-1))
         gap = feet[..., 2].reshape(-1) - z
         assert hit.all() and gap.min() > -0.01 and np.percentile(gap, 10) < 0.04
+
+
+def test_each_curve_of_a_collection_is_walked_to_its_end(crowd_scene):
+    # Curves of different lengths (issue 35: every character was cut to the shortest): each
+    # character walks its own curve to its end and stands there for the rest of the walk.
+    scene, arm, env, curve = crowd_scene
+    paths = bpy.data.collections.new("Paths")
+    scene.collection.children.link(paths)
+    t = np.linspace(0.0, 1.0, 20)
+    ends = []
+    for k, (y, length) in enumerate(((-1.5, 2.5), (1.5, 5.0))):
+        demo.curve_object(f"Lane.{k}", np.c_[length * t, np.full_like(t, y), np.zeros_like(t)], paths)
+        ends.append(np.array([length, y]))
+    assert bpy.ops.reldesc.walk(paths="Paths") == {'FINISHED'}
+    chars = [bpy.data.objects[f"Walker.walk.{k:03d}"] for k in range(2)]
+    last = int(max(ob.animation_data.action.frame_range[1] for ob in chars))
+    hips = {}
+    for f in (last - 1, last):
+        scene.frame_set(f)
+        hips[f] = [np.array(ob.matrix_world @ ob.pose.bones["Hips"].head) for ob in chars]
+    # The long lane's walker is still walking at the end; the short lane's has stood still for
+    # a while, at the end of its lane (within a step: 0.7 m), not past it.
+    assert np.linalg.norm(hips[last][1] - hips[last - 1][1]) > 0.01
+    assert np.linalg.norm(hips[last][0] - hips[last - 1][0]) < 1e-6
+    for k in range(2):
+        gap = ends[k][0] - hips[last][k][0]
+        assert -0.05 < gap < 0.75 and abs(hips[last][k][1] - ends[k][1]) < 0.15
+    # The standing frames are keyed with one pose: every curve of the short lane's action is flat
+    # over its last frames.
+    act = chars[0].animation_data.action
+    frames = np.arange(last - 10, last + 1, dtype=float)
+    for fc in adapter.actions._fcurves(act):
+        values = [fc.evaluate(f) for f in frames]
+        assert max(values) - min(values) < 1e-6, fc.data_path
 
 
 def test_a_mixamo_named_rig_with_fingers_walks(crowd_scene):

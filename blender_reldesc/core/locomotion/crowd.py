@@ -55,6 +55,9 @@ REACH_FRACTION = 0.97
 FREE_REACH_FRACTION = 0.995
 #: Turns tighter than this radius (body heights) at the root are reported.
 MIN_TURN_RADIUS = 0.3
+#: What stopping short of the end of a path costs a stop frame (``stop_frame``), per unit of
+#: distance, against the feet's height: a step of 0.7 m short costs what a foot 3.5 cm up does.
+STOP_SHORT = 0.05
 #: Slopes steeper than this (rise over run) along the path are reported.
 MAX_SLOPE = np.tan(np.radians(30.0))
 
@@ -73,6 +76,8 @@ class WalkResult:
     warnings : list of str, what the method could not do well (sharp turns, steep slopes),
         naming the character and the frames.
     seconds : dict, time per stage.
+    path_frames : (C,) int, the frames each character walks: from its frame path_frames - 1 on
+        it stands at the end of its path (``walk(stop=True)``); F where it walks every frame.
     """
 
     positions: np.ndarray
@@ -84,6 +89,7 @@ class WalkResult:
     bone_error: np.ndarray
     warnings: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)
+    path_frames: np.ndarray = None
 
 
 def lateral_paths(path, count, spacing):
@@ -107,7 +113,7 @@ def lateral_paths(path, count, spacing):
     return out
 
 
-def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, hold_stances=True,
+def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, stop=True, relax=True, hold_stances=True,
          follow_path=True, rigid_body=True, progress=None, solver_options=None, workers=1):
     """Walk the carpet's clip along each path over the terrain.
 
@@ -119,8 +125,12 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     terrain : TriMesh (static).
     time_offsets : None or (C,) frames of the clip each character starts at (rounded), so a
         crowd does not step in unison.
-    frames : frames to make (default: as many as the shortest path takes at the clip's speed;
-        a longer walk goes on straight past the ends of the shorter paths).
+    frames : frames to make (default: as many as the longest walk takes, so that every character
+        walks its own path to its end).
+    stop : each character stops at the end of its path (``stop_frame``: the frame of the gait
+        cycle nearest the end where its feet move least, both down) and stands there, holding
+        that pose, for the frames left (default); False: it walks on straight past the end.
+        ``WalkResult.path_frames`` gives each character's walking frames.
     relax : relax the carpets' footstep spacing (thesis; on by default).
     hold_stances : pin standing feet on the terrain (product improvement, on by default); off,
         the feet follow the descriptors alone, as in the thesis.
@@ -156,12 +166,18 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
         raise InputError("time_offsets must be finite frame counts >= 0")
     offsets = np.round(offsets).astype(np.int64)
     speed = carpet.speed
-    if frames is None:
-        frames = int(min(p.length for p in paths) / speed) + 1
-    frames = int(frames)
+    shortest = min(p.length for p in paths)
+    if shortest < speed:
+        raise InputError(f"the shortest path ({shortest:.3g}) is shorter than one frame of the walk ({speed:.3g} "
+                         "per frame): draw a longer path")
+    walked = np.array([stop_frame(carpet, p.length, o) - o + 1 for p, o in zip(paths, offsets.tolist())],
+                      np.int64)
+    frames = int(walked.max()) if frames is None else int(frames)
     if frames < 2:
-        raise InputError(f"the shortest path ({min(p.length for p in paths):.3g}) is shorter than one frame of "
-                         f"the walk ({speed:.3g} per frame): draw a longer path")
+        raise InputError(f"frames is {frames}: walk at least 2 frames")
+    if not stop:
+        walked = np.full(C, frames, np.int64)
+    walked = np.minimum(walked, frames)
     total = int(offsets.max()) + frames
     options = dict(relax=relax, hold_stances=hold_stances, follow_path=follow_path, rigid_body=rigid_body,
                    solver_options=solver_options)
@@ -169,15 +185,45 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, relax=True, 
     if workers > 1 and fork_available():
         chunks = np.array_split(np.arange(C), workers)
         parts = _in_processes(lambda k, report: _walk(carpet, [paths[c] for c in chunks[k].tolist()], ground,
-                                                      offsets[chunks[k]], frames, total, t0, report, **options),
+                                                      offsets[chunks[k]], frames, total, t0, report,
+                                                      walked=walked[chunks[k]], **options),
                               len(chunks), progress)
         result = WalkResult(*(np.concatenate([getattr(r, name) for r in parts]) for name in _STACKED),
-                            warnings=[w for r in parts for w in r.warnings])
+                            warnings=[w for r in parts for w in r.warnings], path_frames=walked)
         result.seconds = {k: max(r.seconds[k] for r in parts) for k in parts[0].seconds}
         result.seconds["workers"] = len(parts)
         result.seconds["total"] = time.perf_counter() - t0
         return result
-    return _walk(carpet, paths, ground, offsets, frames, total, t0, progress, **options)
+    return _walk(carpet, paths, ground, offsets, frames, total, t0, progress, walked=walked, **options)
+
+
+def stop_frame(carpet, length, offset=0):
+    """The frame of the played clip (``Carpet.extended``) where a character starting at clip frame
+    ``offset`` stops to stand at the end of a path of ``length``: within the cycle before its root
+    has travelled ``length`` (never past it: walked on, the clip would leave the path straight
+    ahead), the frame with both feet nearest the ground and slowest, less whatever stopping short
+    costs. Score: the highest leg's height (each leg by its lowest standing joint, above where
+    that joint is lowest in the clip) plus its feet's speeds a frame, plus ``STOP_SHORT`` times
+    the distance left to the end of the path."""
+    a, b = carpet.cycle
+    T = b - a
+    offset = int(offset)
+    reach = offset + int(np.ceil(length / carpet.speed)) + 2
+    m = carpet.extended(reach + 1)
+    x = m[:, carpet.root, 0]
+    end = offset + int(np.argmax(x[offset:] - x[offset] >= length)) if x[-1] - x[offset] >= length else reach
+    lo, hi = max(offset + 1, end - T + 1), end + 1
+    if hi <= lo:
+        return end
+    sk, standing = carpet.skeleton, carpet.standing
+    up = m[lo:hi, standing, 2] - carpet.motion[:, standing, 2].min(axis=0)           # (n,K)
+    speed = np.linalg.norm(np.gradient(m[:, standing], axis=0), axis=-1)[lo:hi]
+    anchor = _foot_anchor(sk, standing)
+    legs = sorted(set(anchor.values()))
+    leg_of = np.array([legs.index(anchor[j]) for j in standing.tolist()])
+    height = np.stack([up[:, leg_of == k].min(axis=1) for k in range(len(legs))], axis=1).max(axis=1)
+    short = x[end] - x[lo:hi] if end < len(x) else x[-1] - x[lo:hi]
+    return lo + int(np.argmin(height + speed.sum(axis=1) + STOP_SHORT * short))
 
 
 #: The fields of ``WalkResult`` with one row per character, in order.
@@ -232,9 +278,10 @@ def _child(run, k, send):
 
 
 def _walk(carpet, paths, ground, offsets, frames, total, t0, progress, relax, hold_stances, follow_path,
-          rigid_body, solver_options):
+          rigid_body, solver_options, walked):
     """``walk`` of checked ``Path``s with offsets (C,), ``frames`` and the carpet laid for
-    ``total`` frames (the same for every part of a crowd shared among processes)."""
+    ``total`` frames (the same for every part of a crowd shared among processes); character c
+    walks ``walked[c]`` frames and holds its last pose for the rest."""
     C = len(paths)
     laid = carpet.layout(total)
     binding = laid.binding
@@ -265,8 +312,10 @@ def _walk(carpet, paths, ground, offsets, frames, total, t0, progress, relax, ho
     if follow_path:
         _follow_paths(carpet, motion, clip, paths, starts, targets)
     if hold_stances:
-        _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins)
-        _reach_stances(carpet, rig, motion, clip, targets, pins)
+        # A character that stops holds the stances it stands in from then on (cut at its stop,
+        # as if its walk ended there: in a crowd as alone) and eases onto none after.
+        _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins, walked)
+        _reach_stances(carpet, rig, motion, clip, targets, pins, walked)
     seconds["targets"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -279,9 +328,17 @@ def _walk(carpet, paths, ground, offsets, frames, total, t0, progress, relax, ho
     bone_error = rig.bone_error(flat, clip.ravel()).reshape(C, frames)
     positions = rig.finish(flat, clip.ravel(), held=~np.isnan(pins[..., 0]).reshape(C * frames, J)).reshape(solved.shape)
     seconds["solve"] = time.perf_counter() - t3
+    # Characters at the end of their paths stand: every array holds its stop frame's values.
+    # (All characters are solved for every frame, so that a crowd is one batch; the frames past a
+    # stop cost what walking on would.)
+    for c in np.flatnonzero(walked < frames).tolist():
+        last = int(walked[c]) - 1
+        for a in (positions, clip, pins, targets, bone_error):
+            a[c, last + 1:] = a[c, last]
     warnings = _warnings(carpet, motion, clip, paths, starts, ground)
     seconds["total"] = time.perf_counter() - t0
-    return WalkResult(positions, clip, pins, pos, stretch, targets, bone_error, warnings, seconds)
+    return WalkResult(positions, clip, pins, pos, stretch, targets, bone_error, warnings, seconds,
+                      path_frames=np.asarray(walked, np.int64))
 
 
 def leg_chains(skeleton, standing):
@@ -354,7 +411,7 @@ def _frames_to(mask):
     return np.minimum(idx - last, nxt - idx)
 
 
-def _reach_stances(carpet, rig, motion, clip, targets, pins):
+def _reach_stances(carpet, rig, motion, clip, targets, pins, walked=None):
     """Lower the body where a held foot (or one easing onto or off its hold) is farther from its
     hip than the leg can reach (in place).
 
@@ -365,26 +422,27 @@ def _reach_stances(carpet, rig, motion, clip, targets, pins):
     frame, or 97 % of its length if more; the body (and the hip joints) goes down by what the
     farthest held leg needs, weighted by how held it is, kept up over ±3 frames and smoothed
     (σ 2 frames). Nothing moves where every held foot is within that reach (a flat floor, a
-    rigid move)."""
+    rigid move). Character c's first ``walked[c]`` frames only (default: all)."""
     from scipy.ndimage import gaussian_filter1d, maximum_filter1d
     chains = leg_chains(carpet.skeleton, carpet.standing)
     body = body_joints(carpet.skeleton, carpet.standing)
     moved = np.unique(np.r_[body, [hip for hip, _, _, _ in chains]])
     C, F = clip.shape
     for c in range(C):
+        F = F if walked is None else int(walked[c])
         drop = np.zeros(F)
-        src = motion[clip[c]]
-        lengths = rig.lengths[clip[c]]
+        src = motion[clip[c, :F]]
+        lengths = rig.lengths[clip[c, :F]]
         for hip, _, ankle, bones in chains:
-            held = ~np.isnan(pins[c, :, ankle, 0])
+            held = ~np.isnan(pins[c, :F, ankle, 0])
             if not held.any():
                 continue
             # How held: 1 on held frames, fading over the ease window either side.
             gap = _frames_to(held)
             w = np.clip(1.0 - gap / (EASE_FRAMES + 1.0), 0.0, 1.0)
             w = w * w * (3.0 - 2.0 * w)
-            foot = np.where(held[:, None], pins[c, :, ankle], targets[c, :, ankle])
-            v = targets[c, :, hip] - foot
+            foot = np.where(held[:, None], pins[c, :F, ankle], targets[c, :F, ankle])
+            v = targets[c, :F, hip] - foot
             reach = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
                                REACH_FRACTION * lengths[:, bones].sum(axis=1))
             # Lower the hip by x (along -z) until |v - x z| = reach.
@@ -393,13 +451,13 @@ def _reach_stances(carpet, rig, motion, clip, targets, pins):
             drop = np.maximum(drop, w * np.maximum(x, 0.0))
         if drop.any():
             drop = gaussian_filter1d(maximum_filter1d(drop, 7, mode="nearest"), 2.0, mode="nearest")
-            targets[c][:, moved, 2] -= drop[:, None]
+            targets[c][:F, moved, 2] -= drop[:, None]
         # A free foot whose target its leg cannot reach is brought within reach (with what hangs
         # below it, and half as much its knee): pulled straight, the leg would drag the pelvis
         # round and the spine with it.
         for hip, knee, ankle, bones in chains:
-            free = np.isnan(pins[c, :, ankle, 0])
-            v = targets[c, :, ankle] - targets[c, :, hip]
+            free = np.isnan(pins[c, :F, ankle, 0])
+            v = targets[c, :F, ankle] - targets[c, :F, hip]
             length = np.linalg.norm(v, axis=1)
             limit = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
                                FREE_REACH_FRACTION * lengths[:, bones].sum(axis=1))
@@ -507,7 +565,7 @@ def _foot_anchor(skeleton, standing):
     return out
 
 
-def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
+def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins, walked=None):
     """Pins (C,F,J,3) of every character's stances, and the targets eased onto them (in place).
 
     A stance of joint j is carried by the descriptor nearest where its foot (the topmost
@@ -517,6 +575,7 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
     instead: it is placed in the vertical plane through the parent and its own still place, at its
     bone's length from the parent, pitched to meet the terrain, and held at the mean of those
     places over its stance. All characters and stances at once, one depth of the foot at a time.
+    Character c's stances within its first ``walked[c]`` frames only (default: all), cut there.
     """
     sk = carpet.skeleton
     anchor = _foot_anchor(sk, carpet.standing)
@@ -532,9 +591,10 @@ def _stance_pins(carpet, laid, motion, clip, pos, rot, ground, targets, pins):
     pk = np.argmin(((feet[:, None] - laid.points[None]) ** 2).sum(-1), axis=1)
     # Stance instances: (character, stance) pairs that overlap the character's frames.
     first = clip[:, 0]
-    ci, si = np.nonzero((p1[None] > first[:, None]) & (p0[None] < first[:, None] + F))
+    last = first + (F if walked is None else np.asarray(walked))
+    ci, si = np.nonzero((p1[None] > first[:, None]) & (p0[None] < last[:, None]))
     lo = np.maximum(p0[si], first[ci]) - first[ci]
-    hi = np.minimum(p1[si], first[ci] + F) - first[ci]
+    hi = np.minimum(p1[si], last[ci]) - first[ci]
     inst, lf = _expand(lo, hi)                                 # entries: (instance, local frame)
     c, j, k = ci[inst], pj[si[inst]], pk[si[inst]]
     src = motion[clip[c, lf], j]                                # (n,3) canonical

@@ -75,6 +75,58 @@ def quality(name, carpet, path, terrain, fps=30.0, circle=None, **options):
             f"| {100 * spacing:.0f} % | {len(r.warnings)} | {seconds:.2f} |")
 
 
+def feet_on_hills(label, carpet, fps, rows):
+    """Rows of the feet table (issue 35): ``carpet`` walked along an 8 m straight line, a quarter
+    circle of radius 2 m and an S-curve, in one call, over 30 m x 30 m of hills (0.3 m amplitude,
+    6 m wavelength, a 0.25 m grid, heights read from the mesh).
+
+    A *planted sample* is a standing joint on a frame where the played source has it planted by
+    the contacts paper's test with the product's defaults (``detect_contacts``): within 0.015 body
+    heights of its lowest height and slower than 0.12 body heights a second. It is *on the
+    terrain* when its height above the terrain under it is its source height above the floor
+    within 2 cm. Slide: the mean horizontal speed of planted samples on consecutive planted
+    frames, against the source's own. Coverage: how far along its path the character's root got
+    when it stopped, over the path's length (the root is up to a step behind its feet)."""
+    H = carpet.body_height
+    hills = TriMesh(*S.grid(30.0, 30.0, 120, 120, origin=(-10.0, -15.0), height=S.hills(0.3, 6.0)))
+    th = np.linspace(0.0, 0.5 * np.pi, 60)
+    x = np.linspace(0.0, 6.0, 80)
+    shapes = [("straight 8 m", np.array([[0.0, -5.0, 0.0], [8.0, -5.0, 0.0]])),
+              ("quarter circle r 2 m", np.c_[2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.zeros_like(th)]),
+              ("S-curve 6 m", np.c_[x, 5.0 + 0.8 * np.sin(x * np.pi / 3.0), np.zeros_like(x)])]
+    r = walk(carpet, [p for _, p in shapes], hills)
+    ground = Terrain(hills)
+    played_all = carpet.extended(int(r.clip_frames.max()) + 1)
+    low = carpet.motion[..., 2].min(axis=0)
+    for c, (name, path) in enumerate(shapes):
+        n = int(r.path_frames[c])
+        played, P = played_all[r.clip_frames[c, :n]], r.positions[c, :n]
+        speed = np.linalg.norm(np.gradient(played, axis=0), axis=-1) * fps
+        errs, slide, src_slide, pinned = [], [], [], []
+        for j in carpet.standing.tolist():
+            h = (played[:, j, 2] <= low[j] + 0.015 * H) & (speed[:, j] <= 0.12 * H)
+            if not h.any():
+                continue
+            z, _ = ground.heights(P[:, j, :2], P[:, j, 2])
+            errs.append(np.abs(P[h, j, 2] - z[h] - played[h, j, 2]))
+            pinned.append(~np.isnan(r.pins[c, :n, j, 0])[h])
+            both = h[1:] & h[:-1]
+            slide.append(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both] * fps)
+            src_slide.append(np.linalg.norm(np.diff(played[:, j, :2], axis=0), axis=1)[both] * fps)
+        e, pn = np.concatenate(errs), np.concatenate(pinned)
+        seg = np.linalg.norm(np.diff(path[:, :2], axis=0), axis=1)
+        length = seg.sum()
+        # Arc length of the path point nearest the root at the stop.
+        root = P[-1, carpet.root, :2]
+        a, ab = path[:-1, :2], np.diff(path[:, :2], axis=0)
+        t = np.clip(np.einsum("sk,sk->s", root - a, ab) / (ab * ab).sum(1), 0, 1)
+        k = int(np.argmin(np.linalg.norm(a + t[:, None] * ab - root, axis=1)))
+        reached = seg[:k].sum() + t[k] * seg[k]
+        rows.append(f"| {label} | {name} | {n} | {100 * reached / length:.0f} % | {len(e)} | {100 * (e <= 0.02).mean():.1f} % "
+                    f"| {100 * np.median(e):.2f} | {np.mean(np.concatenate(slide)):.3f} / {np.mean(np.concatenate(src_slide)):.3f} "
+                    f"| {100 * pn.mean():.0f} % | {100 * (e[~pn] <= 0.02).mean() if (~pn).any() else 100:.0f} % |")
+
+
 def signed_offset(points, line):
     """(n,) distance of ``points`` (n,2) from the polyline ``line`` (P,2), positive on its left."""
     a, b = line[:-1], line[1:]
@@ -141,6 +193,17 @@ def main(argv=None):
             real = bind_carpet(Skeleton(names, parents), m[3175:3275], ground=0.0)
             print(quality("real walk (frames 3175-3275), curve over hills", real, curve, hills, fps))
             print(quality("real walk, 2 m radius turn, flat", real, turn, flat, fps, circle=((0.0, 2.0), 2.0)))
+        # Feet on hills and paths walked to their ends (issue 35), the generated walk and the real one.
+        rows = []
+        feet_on_hills("generated walk", carpet, 30.0, rows)
+        if REAL.exists():
+            feet_on_hills("real walk (frames 3175-3354)", bind_carpet(Skeleton(names, parents), m[3175:3355],
+                                                                        ground=0.0), fps, rows)
+        print()
+        print("| clip | path | frames walked | path covered | planted samples | on the terrain (2 cm) | median error cm "
+              "| slide m/s (ours / source) | pinned | unpinned on the terrain |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
     # Crowd speed over a 50k-triangle terrain.
     F = args.frames
     length = F * carpet.speed + 1.0

@@ -324,10 +324,12 @@ def test_each_path_is_walked_to_its_end(carpet, flat):
     sk = carpet.skeleton
     ankles = [j for j in carpet.standing.tolist() if sk.parents[j] not in set(carpet.standing.tolist())]
     played = carpet.extended(int(r.clip_frames.max()) + 1)
-    lowest = carpet.motion[:, ankles, 2].min(axis=0)
+    legs = [[j for j in carpet.standing.tolist() if sk.names[j].startswith(side)] for side in ("Left", "Right")]
 
     def highest_foot(frames):
-        return (played[frames][..., ankles, 2] - lowest).max(axis=-1)
+        """The higher foot's height, each foot by its lowest joint (a foot on its toes is down)."""
+        return np.max([(played[frames][..., leg, 2] - carpet.motion[:, leg, 2].min(axis=0)).min(axis=-1)
+                       for leg in legs], axis=0)
     for c, (path, length) in enumerate(zip(paths, lengths)):
         n = int(r.path_frames[c])
         assert length / carpet.speed - STEP / carpet.speed - 1 <= n <= length / carpet.speed + 2
@@ -335,14 +337,14 @@ def test_each_path_is_walked_to_its_end(carpet, flat):
         # Its root's distance left to the end of the path when it stops: at most a step, never past.
         to_end = np.linalg.norm(root[n - 1, :2] - path[-1, :2])
         assert to_end <= STEP + 0.05
-        beyond = np.dot(root[n - 1, :2] - path[-1, :2], path[-1, :2] - path[-2, :2])
-        assert beyond <= 0.02 * np.linalg.norm(path[-1, :2] - path[-2, :2])
+        way = (path[-1, :2] - path[-2, :2]) / np.linalg.norm(path[-1, :2] - path[-2, :2])
+        assert np.dot(root[n - 1, :2] - path[-1, :2], way) <= 0.05          # the hips sway: 5 cm
         # Standing: the same pose on every frame after, both feet down.
         assert (r.positions[c, n:] == r.positions[c, n - 1]).all()
         assert (r.clip_frames[c, n:] == r.clip_frames[c, n - 1]).all()
-        # Its feet as low as the clip has them: the higher foot within 1 cm of the clip's best
-        # (the generated walk never has both feet down at once: its best is 3.3 cm).
-        assert highest_foot(r.clip_frames[c, n - 1]) <= highest_foot(np.arange(*carpet.cycle)).min() + 0.01
+        # Its feet as low as the clip has them: the higher foot within 2 cm of the clip's best
+        # (the generated walk never has both feet down at once: its best is 3.5 cm).
+        assert highest_foot(r.clip_frames[c, n - 1]) <= highest_foot(np.arange(*carpet.cycle)).min() + 0.02
         assert np.abs(r.positions[c, n - 1, ankles, 2] - played[r.clip_frames[c, n - 1], ankles, 2]).max() < 0.01
         # Walking until then, as it walks alone.
         alone = walk(carpet, [path], flat)

@@ -56,7 +56,7 @@ FREE_REACH_FRACTION = 0.995
 #: Turns tighter than this radius (body heights) at the root are reported.
 MIN_TURN_RADIUS = 0.3
 #: What stopping short of the end of a path costs a stop frame (``stop_frame``), per unit of
-#: distance, against the feet's height: a step of 0.7 m short costs what a foot 3.5 cm up does.
+#: distance, against the feet's height: a metre short costs what a foot 5 cm up does.
 STOP_SHORT = 0.05
 #: Slopes steeper than this (rise over run) along the path are reported.
 MAX_SLOPE = np.tan(np.radians(30.0))
@@ -201,10 +201,10 @@ def stop_frame(carpet, length, offset=0):
     """The frame of the played clip (``Carpet.extended``) where a character starting at clip frame
     ``offset`` stops to stand at the end of a path of ``length``: within the cycle before its root
     has travelled ``length`` (never past it: walked on, the clip would leave the path straight
-    ahead), the frame with both feet nearest the ground and slowest, less whatever stopping short
-    costs. Score: the highest leg's height (each leg by its lowest standing joint, above where
-    that joint is lowest in the clip) plus its feet's speeds a frame, plus ``STOP_SHORT`` times
-    the distance left to the end of the path."""
+    ahead), the frame with both feet nearest the ground (a double support), less whatever
+    stopping short costs. Score: the highest leg's height (each leg by its lowest standing joint,
+    above where that joint is lowest in the clip), plus ``STOP_SHORT`` times the distance left to
+    the end of the path."""
     a, b = carpet.cycle
     T = b - a
     offset = int(offset)
@@ -217,13 +217,12 @@ def stop_frame(carpet, length, offset=0):
         return end
     sk, standing = carpet.skeleton, carpet.standing
     up = m[lo:hi, standing, 2] - carpet.motion[:, standing, 2].min(axis=0)           # (n,K)
-    speed = np.linalg.norm(np.gradient(m[:, standing], axis=0), axis=-1)[lo:hi]
     anchor = _foot_anchor(sk, standing)
     legs = sorted(set(anchor.values()))
     leg_of = np.array([legs.index(anchor[j]) for j in standing.tolist()])
     height = np.stack([up[:, leg_of == k].min(axis=1) for k in range(len(legs))], axis=1).max(axis=1)
     short = x[end] - x[lo:hi] if end < len(x) else x[-1] - x[lo:hi]
-    return lo + int(np.argmin(height + speed.sum(axis=1) + STOP_SHORT * short))
+    return lo + int(np.argmin(height + STOP_SHORT * short))
 
 
 #: The fields of ``WalkResult`` with one row per character, in order.

@@ -357,3 +357,48 @@ def test_each_path_is_walked_to_its_end(carpet, flat):
     on = walk(carpet, paths, flat, stop=False)
     assert on.positions.shape[1] == F and on.path_frames.tolist() == [F] * 3
     assert np.abs(on.positions[0] - r.positions[0]).max() < 1e-9          # the longest path's walk
+
+
+def _planted_on_terrain(carpet, result, terrain, fps=30.0):
+    """(share of planted samples on the terrain within 2 cm, mean stance slide, the source's) of
+    every character of ``result``. Planted: the contacts paper's test with the product's defaults
+    (within 0.015 body heights of the joint's lowest height, slower than 0.12 body heights/s)."""
+    H = carpet.body_height
+    ground = Terrain(terrain)
+    played_all = carpet.extended(int(result.clip_frames.max()) + 1)
+    low = carpet.motion[..., 2].min(axis=0)
+    ok, slide, src_slide = [], [], []
+    for c in range(len(result.positions)):
+        n = int(result.path_frames[c])
+        played, P = played_all[result.clip_frames[c, :n]], result.positions[c, :n]
+        speed = np.linalg.norm(np.gradient(played, axis=0), axis=-1) * fps
+        for j in carpet.standing.tolist():
+            h = (played[:, j, 2] <= low[j] + 0.015 * H) & (speed[:, j] <= 0.12 * H)
+            z, hit = ground.heights(P[:, j, :2], P[:, j, 2])
+            ok.append(hit[h] & (np.abs(P[h, j, 2] - z[h] - played[h, j, 2]) <= 0.02))
+            both = h[1:] & h[:-1]
+            slide.append(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both] * fps)
+            src_slide.append(np.linalg.norm(np.diff(played[:, j, :2], axis=0), axis=1)[both] * fps)
+    return np.concatenate(ok).mean(), np.concatenate(slide).mean(), np.concatenate(src_slide).mean()
+
+
+@pytest.mark.parametrize("gait", ["walk", "fast", "quadruped"])
+def test_planted_feet_stay_on_hills_along_a_line_a_turn_and_an_s_curve(gait):
+    # Issue 35: planted feet on 30 cm hills, on the three path shapes in one call, for a walk, a
+    # fast gait (2.6 m/s: a foot's heel is down 3 frames a step, which the stance test lost) and a
+    # quadruped: at least 95 % of planted samples on the terrain (within 2 cm of its height plus
+    # the source's), sliding no faster than the source's feet + 0.02 m/s.
+    sk, motion = {"walk": lambda: S.walk(150), "fast": lambda: S.walk(150, speed=2.6, stride=2.2),
+                  "quadruped": lambda: S.quadruped_walk(150)}[gait]()
+    carpet = bind_carpet(sk, motion)
+    hills = TriMesh(*S.grid(30.0, 30.0, 120, 120, origin=(-10.0, -15.0), height=S.hills(0.3, 6.0)))
+    th = np.linspace(0.0, 0.5 * np.pi, 60)
+    x = np.linspace(0.0, 6.0, 80)
+    paths = [np.array([[0.0, -5.0, 0.0], [8.0, -5.0, 0.0]]),
+             np.c_[2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.zeros_like(th)],
+             np.c_[x, 5.0 + 0.8 * np.sin(x * np.pi / 3.0), np.zeros_like(x)]]
+    for path in paths:
+        r = walk(carpet, [path], hills)
+        on, slide, src = _planted_on_terrain(carpet, r, hills)
+        assert on >= 0.95, (gait, on)
+        assert slide <= src + 0.02, (gait, slide, src)

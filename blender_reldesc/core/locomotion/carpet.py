@@ -142,7 +142,13 @@ class Carpet:
         out = []
         if len(motion) < 2:
             return out
-        speed = np.linalg.norm(np.gradient(motion, axis=0), axis=-1)                  # (F,J)
+        # A frame's speed is the slower of its steps from the frame before and to the frame after:
+        # a foot that lands (or lifts) between two frames stands on the frame after (or before)
+        # that step. A central difference halves the landing step onto both neighbours, which
+        # lost the first and last frames of every stance and whole stances of a fast gait (3
+        # frames on the ground at 2.6 m/s; measured: 43 % of its planted samples held).
+        step = np.linalg.norm(np.diff(motion, axis=0), axis=-1)                       # (F-1,J)
+        speed = np.minimum(np.r_[step[:1], step], np.r_[step, step[-1:]])             # (F,J)
         for j in self.standing.tolist():
             z = motion[:, j, 2]
             down = (z <= z.min() + STANCE_HEIGHT * H) & (speed[:, j] <= STANCE_SPEED * H)

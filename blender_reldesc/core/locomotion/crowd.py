@@ -170,7 +170,8 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, stop=True, r
     if shortest < speed:
         raise InputError(f"the shortest path ({shortest:.3g}) is shorter than one frame of the walk ({speed:.3g} "
                          "per frame): draw a longer path")
-    walked = np.array([stop_frame(carpet, p.length, o) - o + 1 for p, o in zip(paths, offsets.tolist())],
+    played = carpet.extended(int(offsets.max()) + int(np.ceil(max(p.length for p in paths) / speed)) + 3)
+    walked = np.array([stop_frame(carpet, p.length, o, played) - o + 1 for p, o in zip(paths, offsets.tolist())],
                       np.int64)
     frames = int(walked.max()) if frames is None else int(frames)
     if frames < 2:
@@ -197,19 +198,19 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, stop=True, r
     return _walk(carpet, paths, ground, offsets, frames, total, t0, progress, walked=walked, **options)
 
 
-def stop_frame(carpet, length, offset=0):
+def stop_frame(carpet, length, offset=0, played=None):
     """The frame of the played clip (``Carpet.extended``) where a character starting at clip frame
     ``offset`` stops to stand at the end of a path of ``length``: within the cycle before its root
     has travelled ``length`` (never past it: walked on, the clip would leave the path straight
     ahead), the frame with both feet nearest the ground (a double support), less whatever
     stopping short costs. Score: the highest leg's height (each leg by its lowest standing joint,
     above where that joint is lowest in the clip), plus ``STOP_SHORT`` times the distance left to
-    the end of the path."""
+    the end of the path. ``played``: the clip played for at least that long (default: played here)."""
     a, b = carpet.cycle
     T = b - a
     offset = int(offset)
     reach = offset + int(np.ceil(length / carpet.speed)) + 2
-    m = carpet.extended(reach + 1)
+    m = carpet.extended(reach + 1) if played is None or len(played) < reach + 1 else played[:reach + 1]
     x = m[:, carpet.root, 0]
     end = offset + int(np.argmax(x[offset:] - x[offset] >= length)) if x[-1] - x[offset] >= length else reach
     lo, hi = max(offset + 1, end - T + 1), end + 1

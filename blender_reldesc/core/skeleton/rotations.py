@@ -55,15 +55,62 @@ def swing(u, v):
 
 
 def kabsch(u, v, weights=None):
-    """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3)."""
+    """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3).
+
+    The rotation is the orthogonal polar factor of the covariance's transpose when that has a
+    positive determinant (the sets span space the same way round): found by scaled Newton steps
+    (``_polar_newton``), with the SVD for the rest (sets on a plane or a line, or mirrored) and for
+    any matrix the steps do not settle. A crowd's rigid bodies (100k covariances) took 1.2 s by SVD.
+    """
     w = np.ones(u.shape[:-1]) if weights is None else weights
     h = np.einsum("...k,...ki,...kj->...ij", w, u, v)
-    uu, _, vt = np.linalg.svd(h)
-    d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
-    d = np.where(d == 0, 1.0, d)
-    fix = np.ones(h.shape[:-1])
-    fix[..., -1] = d
-    return vt.swapaxes(-1, -2) @ (fix[..., :, None] * uu.swapaxes(-1, -2))
+    flat = h.reshape(-1, 3, 3)
+    out = np.empty_like(flat)
+    a = np.swapaxes(flat, -1, -2)
+    size = np.sqrt(np.einsum("nij,nij->n", a, a))
+    det = np.linalg.det(a) if len(a) < 64 else _det3(a)
+    good = det > 1e-6 * size ** 3                                  # well conditioned, not mirrored
+    rot, settled = _polar_newton(a[good])
+    idx = np.flatnonzero(good)
+    out[idx[settled]] = rot[settled]
+    rest = np.setdiff1d(np.arange(len(flat)), idx[settled], assume_unique=True)
+    if len(rest):
+        uu, _, vt = np.linalg.svd(flat[rest])
+        d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
+        d = np.where(d == 0, 1.0, d)
+        fix = np.ones((len(rest), 3))
+        fix[:, -1] = d
+        out[rest] = vt.swapaxes(-1, -2) @ (fix[:, :, None] * uu.swapaxes(-1, -2))
+    return out.reshape(h.shape)
+
+
+def _det3(a):
+    """(n,) determinants of (n,3,3) matrices (as the triple product of their rows)."""
+    return np.einsum("ni,ni->n", a[:, 0], np.cross(a[:, 1], a[:, 2]))
+
+
+def _polar_newton(a, steps=12):
+    """Orthogonal polar factors of (n,3,3) matrices with positive determinants by Higham's scaled
+    Newton iteration ``X <- (g X + X^-T / g) / 2`` (the inverse by cofactors, on the nine entries
+    as flat arrays: a few microseconds a matrix, against 5 for numpy's batched SVD), and (n,)
+    whether each settled (orthonormal to 1e-12). Stops once every matrix has."""
+    x = [np.array(a[:, i, j], dtype=float) for i in range(3) for j in range(3)]
+    for _ in range(steps):
+        x00, x01, x02, x10, x11, x12, x20, x21, x22 = x
+        c = [x11 * x22 - x12 * x21, x12 * x20 - x10 * x22, x10 * x21 - x11 * x20,
+             x02 * x21 - x01 * x22, x00 * x22 - x02 * x20, x01 * x20 - x00 * x21,
+             x01 * x12 - x02 * x11, x02 * x10 - x00 * x12, x00 * x11 - x01 * x10]       # cofactors
+        det = x00 * c[0] + x01 * c[1] + x02 * c[2]
+        inv_t = [ck / det for ck in c]                                                  # X^-T
+        g = np.sqrt(np.sqrt(sum(v * v for v in inv_t) / sum(v * v for v in x)))
+        new = [0.5 * (g * xk + ik / g) for xk, ik in zip(x, inv_t)]
+        change = max(float(np.abs(nk - xk).max(initial=0.0)) for nk, xk in zip(new, x))
+        x = new
+        if change < 1e-15:
+            break
+    x = np.stack(x, axis=1).reshape(-1, 3, 3)
+    err = np.abs(np.swapaxes(x, -1, -2) @ x - np.eye(3)).max(axis=(-2, -1), initial=0.0)
+    return x, err < 1e-12
 
 
 def recover_rotations(skeleton, original, adapted, primary=None, matrices=False):

@@ -66,14 +66,16 @@ def kabsch(u, v, weights=None):
     h = np.einsum("...k,...ki,...kj->...ij", w, u, v)
     flat = h.reshape(-1, 3, 3)
     out = np.empty_like(flat)
-    a = np.swapaxes(flat, -1, -2)
-    size = np.sqrt(np.einsum("nij,nij->n", a, a))
-    det = np.linalg.det(a) if len(a) < 64 else _det3(a)
-    good = det > 1e-6 * size ** 3                                  # well conditioned, not mirrored
-    rot, settled = _polar_newton(a[good])
-    idx = np.flatnonzero(good)
-    out[idx[settled]] = rot[settled]
-    rest = np.setdiff1d(np.arange(len(flat)), idx[settled], assume_unique=True)
+    if len(flat) >= NEWTON_BATCH:
+        a = np.swapaxes(flat, -1, -2)
+        size = np.sqrt(np.einsum("nij,nij->n", a, a))
+        good = _det3(a) > 1e-6 * size ** 3                         # well conditioned, not mirrored
+        rot, settled = _polar_newton(a[good])
+        idx = np.flatnonzero(good)
+        out[idx[settled]] = rot[settled]
+        rest = np.setdiff1d(np.arange(len(flat)), idx[settled], assume_unique=True)
+    else:
+        rest = np.arange(len(flat))
     if len(rest):
         uu, _, vt = np.linalg.svd(flat[rest])
         d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
@@ -82,6 +84,12 @@ def kabsch(u, v, weights=None):
         fix[:, -1] = d
         out[rest] = vt.swapaxes(-1, -2) @ (fix[:, :, None] * uu.swapaxes(-1, -2))
     return out.reshape(h.shape)
+
+
+#: Covariances batched at least this many at a time take Newton steps (``kabsch``); fewer, the
+#: SVD: a step costs a few dozen numpy calls whatever the batch (one Rigify frame's 20 joints with
+#: several children took 2.5 ms by steps, 0.3 ms by SVD).
+NEWTON_BATCH = 256
 
 
 def _det3(a):
@@ -142,44 +150,75 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     eye = np.broadcast_to(np.eye(3), (F, 3, 3))
     rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
     parents = np.asarray(skeleton.parents)
-    depth = skeleton.depth
     # A child counts when its bone has a length on every frame.
     child = np.flatnonzero(parents >= 0)
     child = child[(np.linalg.norm(original[:, child] - original[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
-    count = np.bincount(parents[child], minlength=J)
-    only = np.full(J, -1)
-    only[parents[child]] = child                                  # the child of a one-child joint
     # Joints of one depth depend only on their parents: one batched step per depth and kind.
-    for d in range(depth.max() + 1):
-        level = depth == d
-        single = np.flatnonzero(level & (count == 1))
+    for single, kid, par, rooted, multi, several, leaves, leaf_parents in _levels(skeleton, child, primary):
         if single.size:
-            kid = only[single]
             u = original[:, kid] - original[:, single]
             v = adapted[:, kid] - adapted[:, single]
-            par = parents[single]
-            base = np.where((par >= 0)[None, :, None, None], rot[:, np.maximum(par, 0)], eye[:, None])
+            base = rot[:, par] if rooted else np.where((par >= 0)[None, :, None, None], rot[:, np.maximum(par, 0)],
+                                                       eye[:, None])
             carried = np.einsum("fkij,fkj->fki", base, u)
             # Carry each bone with its parent, then swing it onto the new direction:
             # its twist relative to the parent stays as it was.
             rot[:, single] = swing(carried, v) @ base
-        multi = np.flatnonzero(level & (count > 1))
         if multi.size:
-            rot[:, multi] = _several_children(original, adapted, rot, parents, multi, child, primary, eye)
-        leaves = np.flatnonzero(level & (count == 0) & (parents >= 0))
+            rot[:, multi] = _several_children(original, adapted, rot, parents, multi, several, eye)
         if leaves.size:
-            rot[:, leaves] = rot[:, parents[leaves]]
+            rot[:, leaves] = rot[:, leaf_parents]
     return rot if matrices else quat_from_matrix(rot)
 
 
-def _several_children(original, adapted, rot, parents, multi, child, primary, eye):
-    """(F,M,3,3) rotations of joints ``multi`` (M,) that have several children (``child``: every
-    child with a length): the best-fit rotation of the child offsets, children padded to the
-    most any of them has with weight 0."""
-    kids = [child[parents[child] == j] for j in multi.tolist()]
-    K = max(len(k) for k in kids)
-    index = np.array([np.pad(k, (0, K - len(k)), mode="edge") for k in kids])      # (M,K)
-    weight = np.array([[1.0] * len(k) + [0.0] * (K - len(k)) for k in kids])          # (M,K)
+_LEVELS = {}
+
+
+def _levels(skeleton, child, primary):
+    """Per depth of ``skeleton``, what ``recover_rotations`` works on, for the children with a
+    length ``child`` and the ``primary`` children: ``(single joints, their child, their parents,
+    whether all have one, joints with several children, (index (M,K), weight (M,K), main (M,)),
+    leaves, their parents)``. Kept per skeleton and child set: a live preview asks for one
+    frame at a time (on a 273-joint Rigify rig, finding the children again took 1 ms of 2.8)."""
+    key = (id(skeleton), child.tobytes(), None if primary is None else np.asarray(primary).tobytes())
+    kept = _LEVELS.get(key)
+    if kept is not None and kept[0] is skeleton:
+        return kept[1]
+    parents = np.asarray(skeleton.parents)
+    J = len(parents)
+    depth = skeleton.depth
+    count = np.bincount(parents[child], minlength=J)
+    only = np.full(J, -1)
+    only[parents[child]] = child                                  # the child of a one-child joint
+    out = []
+    for d in range(depth.max() + 1):
+        level = depth == d
+        single = np.flatnonzero(level & (count == 1))
+        par = parents[single]
+        multi = np.flatnonzero(level & (count > 1))
+        several = None
+        if multi.size:
+            kids = [child[parents[child] == j] for j in multi.tolist()]
+            K = max(len(k) for k in kids)
+            index = np.array([np.pad(k, (0, K - len(k)), mode="edge") for k in kids])      # (M,K)
+            weight = np.array([[1.0] * len(k) + [0.0] * (K - len(k)) for k in kids])          # (M,K)
+            main = None if primary is None else \
+                np.array([k.tolist().index(int(primary[j])) if int(primary[j]) in k.tolist() else -1
+                          for j, k in zip(multi.tolist(), kids)])
+            several = (index, weight, main)
+        leaves = np.flatnonzero(level & (count == 0) & (parents >= 0))
+        out.append((single, only[single], par, bool((par >= 0).all()), multi, several, leaves, parents[leaves]))
+    if len(_LEVELS) > 32:
+        _LEVELS.clear()
+    _LEVELS[key] = (skeleton, out)
+    return out
+
+
+def _several_children(original, adapted, rot, parents, multi, several, eye):
+    """(F,M,3,3) rotations of joints ``multi`` (M,) that have several children (``several``:
+    ``_levels``'s children ``index`` padded to the most any of them has with ``weight`` 0, and
+    the ``main`` child's column, -1 for none): the best-fit rotation of the child offsets."""
+    index, weight, main = several
     u = (original[:, index] - original[:, multi, None]) * weight[..., None]         # (F,M,K,3)
     v = (adapted[:, index] - adapted[:, multi, None]) * weight[..., None]
     r = kabsch(u, v, np.broadcast_to(weight, u.shape[:-1]))
@@ -203,9 +242,7 @@ def _several_children(original, adapted, rot, parents, multi, child, primary, ey
         side = np.where(np.einsum("kcj,kj->kc", uf, uf[:, 0]) < 0, -1.0, 1.0)[..., None]
         carried = np.einsum("kij,kj->ki", base, (side * uf).sum(axis=1) / n)
         r[fi, mi] = swing(carried, (side * vf).sum(axis=1) / n) @ base
-    if primary is not None:
-        main = np.array([k.tolist().index(int(primary[j])) if int(primary[j]) in k.tolist() else -1
-                         for j, k in zip(multi.tolist(), kids)])
+    if main is not None:
         has = np.flatnonzero(main >= 0)
         if has.size:
             uk = u[:, has, main[has]]

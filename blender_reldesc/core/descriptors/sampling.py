@@ -34,6 +34,8 @@ class GeodesicSampler:
         self._len = length.tolist()
         self._xyz = [tuple(x) for x in vertices.tolist()]
         self.graph_searches = 0
+        # Set by ``sample``: the paths known (vertex -> {descriptor: length}) and the descriptors.
+        self._paths, self._points = None, []
 
     def _straight(self, point, tri, target, limit):
         """A path found greedily (each step to the neighbour nearest the target) that reaches the
@@ -230,7 +232,7 @@ class GeodesicSampler:
         start = tuple(c.tolist())
         targets = [(int(T[i]), tuple(P[i].tolist()), int(i)) for i in near]
         targets.sort(key=lambda tp: sum((a - b) ** 2 for a, b in zip(tp[1], start)))
-        paths = getattr(self, "_paths", None)
+        paths = self._paths
         for t_tri, point, i in targets:
             path = self._straight(start, t, (t_tri, point), limit)
             if path is not None:

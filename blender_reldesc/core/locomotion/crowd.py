@@ -127,9 +127,9 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, stop=True, r
         crowd does not step in unison.
     frames : frames to make (default: as many as the longest walk takes, so that every character
         walks its own path to its end).
-    stop : each character stops at the end of its path (``stop_frame``: the frame of the gait
-        cycle nearest the end where its feet move least, both down) and stands there, holding
-        that pose, for the frames left (default); False: it walks on straight past the end.
+    stop : each character stops at the end of its path (``stop_frame``: a frame of its last gait
+        cycle before the end with both feet nearest the ground) and stands there, holding that
+        pose, for the frames left (default); False: it walks on straight past the end.
         ``WalkResult.path_frames`` gives each character's walking frames.
     relax : relax the carpets' footstep spacing (thesis; on by default).
     hold_stances : pin standing feet on the terrain (product improvement, on by default); off,
@@ -429,20 +429,20 @@ def _reach_stances(carpet, rig, motion, clip, targets, pins, walked=None):
     moved = np.unique(np.r_[body, [hip for hip, _, _, _ in chains]])
     C, F = clip.shape
     for c in range(C):
-        F = F if walked is None else int(walked[c])
-        drop = np.zeros(F)
-        src = motion[clip[c, :F]]
-        lengths = rig.lengths[clip[c, :F]]
+        n = F if walked is None else int(walked[c])
+        drop = np.zeros(n)
+        src = motion[clip[c, :n]]
+        lengths = rig.lengths[clip[c, :n]]
         for hip, _, ankle, bones in chains:
-            held = ~np.isnan(pins[c, :F, ankle, 0])
+            held = ~np.isnan(pins[c, :n, ankle, 0])
             if not held.any():
                 continue
             # How held: 1 on held frames, fading over the ease window either side.
             gap = _frames_to(held)
             w = np.clip(1.0 - gap / (EASE_FRAMES + 1.0), 0.0, 1.0)
             w = w * w * (3.0 - 2.0 * w)
-            foot = np.where(held[:, None], pins[c, :F, ankle], targets[c, :F, ankle])
-            v = targets[c, :F, hip] - foot
+            foot = np.where(held[:, None], pins[c, :n, ankle], targets[c, :n, ankle])
+            v = targets[c, :n, hip] - foot
             reach = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
                                REACH_FRACTION * lengths[:, bones].sum(axis=1))
             # Lower the hip by x (along -z) until |v - x z| = reach.
@@ -451,13 +451,13 @@ def _reach_stances(carpet, rig, motion, clip, targets, pins, walked=None):
             drop = np.maximum(drop, w * np.maximum(x, 0.0))
         if drop.any():
             drop = gaussian_filter1d(maximum_filter1d(drop, 7, mode="nearest"), 2.0, mode="nearest")
-            targets[c][:F, moved, 2] -= drop[:, None]
+            targets[c][:n, moved, 2] -= drop[:, None]
         # A free foot whose target its leg cannot reach is brought within reach (with what hangs
         # below it, and half as much its knee): pulled straight, the leg would drag the pelvis
         # round and the spine with it.
         for hip, knee, ankle, bones in chains:
-            free = np.isnan(pins[c, :F, ankle, 0])
-            v = targets[c, :F, ankle] - targets[c, :F, hip]
+            free = np.isnan(pins[c, :n, ankle, 0])
+            v = targets[c, :n, ankle] - targets[c, :n, hip]
             length = np.linalg.norm(v, axis=1)
             limit = np.maximum(np.linalg.norm(src[:, hip] - src[:, ankle], axis=1),
                                FREE_REACH_FRACTION * lengths[:, bones].sum(axis=1))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rotations import matrix_from_quat, quat_from_matrix, recover_rotations
+from .rotations import matrix_from_quat, nearest_rotation, quat_from_matrix, recover_rotations
 from .hierarchy import Skeleton
 
 
@@ -147,34 +147,10 @@ def adapted_pose(skeleton, head_joint, original_joints, adapted_joints, pose, pr
 
 def polar(m):
     """(...,3,3) -> rotation (...,3,3) and stretch (...,3,3) with ``m = rotation @ stretch``
-    (the stretch is the bone's own scale: identity for an unscaled bone).
-
-    Matrices within 1e-4 of a rotation (an unscaled bone read in single precision) take three
-    Newton-Schulz steps ``X <- X (3 - X^T X) / 2``, which converge to the same polar factor (the
-    error squares each step: 1e-4, 1e-8, 1e-16); the others an SVD (a 600-frame Rigify bind's
-    96k bone matrices: 0.46 s by SVD)."""
-    m = np.asarray(m, dtype=float)
-    flat = m.reshape(-1, 3, 3)
-    rot = np.empty_like(flat)
-    gram = np.swapaxes(flat, -1, -2) @ flat
-    near = (np.abs(gram - np.eye(3)).max(axis=(-2, -1)) < 1e-4) & (np.linalg.det(flat) > 0)
-    x = flat[near]
-    for _ in range(3):
-        x = 0.5 * x @ (3.0 * np.eye(3) - np.swapaxes(x, -1, -2) @ x)
-    settled = np.abs(np.swapaxes(x, -1, -2) @ x - np.eye(3)).max(axis=(-2, -1), initial=0.0) < 1e-12
-    idx = np.flatnonzero(near)
-    rot[idx[settled]] = x[settled]
-    rest = np.setdiff1d(np.arange(len(flat)), idx[settled], assume_unique=True)
-    if len(rest):
-        u, _, vt = np.linalg.svd(flat[rest])
-        r = u @ vt
-        flip = np.linalg.det(r) < 0                      # a mirrored bone: keep a proper rotation
-        if np.any(flip):
-            u[flip, :, -1] *= -1
-            r = u @ vt
-        rot[rest] = r
-    rot = rot.reshape(m.shape)
-    return rot, np.swapaxes(rot, -1, -2) @ m
+    (the stretch is the bone's own scale: identity for an unscaled bone; a mirrored bone keeps a
+    proper rotation, ``nearest_rotation``)."""
+    rot = nearest_rotation(m)
+    return rot, np.swapaxes(rot, -1, -2) @ np.asarray(m, dtype=float)
 
 
 def rotation_scale(m):

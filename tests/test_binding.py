@@ -266,6 +266,52 @@ def test_live_session_playing_forward_equals_adapt(walk_scene, walk_binding):
     assert 20 not in live._solved
 
 
+def test_pieces_of_the_coefficient_table_equal_its_blocks(walk_scene):
+    # A live preview computes the table a piece at a time (SHORT_SPAN frames), a bake a block at a
+    # time: every frame's rows are the same either way, and a block made later drops its pieces.
+    from blender_reldesc.core.descriptors import weights as descriptors
+    skel, motion, mesh, _ = walk_scene
+    binding = bind(skel, motion, mesh)
+    cache = binding.cache
+    J = len(skel)
+    pieces = list(cache.covering(20, 41))                          # a short span: pieces only
+    assert [p.start for p in pieces] == [16, 32] and not cache.blocks
+    assert all(p.count == descriptors.SHORT_SPAN for p in pieces)
+    block = cache.block(0)
+    assert not cache.pieces and cache.entries == len(block.weight)
+    for piece in pieces:
+        for f in range(piece.start, piece.start + piece.count):
+            a = slice(*piece.indptr[(f - piece.start) * J + np.array([0, J])])
+            b = slice(*block.indptr[f * J + np.array([0, J])])
+            np.testing.assert_array_equal(np.diff(piece.indptr[(f - piece.start) * J:(f - piece.start + 1) * J + 1]),
+                                          np.diff(block.indptr[f * J:(f + 1) * J + 1]))
+            for k in ("desc", "weight", "proximity"):
+                np.testing.assert_array_equal(getattr(piece, k)[a], getattr(block, k)[b])
+            np.testing.assert_array_equal(piece.affinity[(f - piece.start) * J:(f - piece.start + 1) * J],
+                                          block.affinity[f * J:(f + 1) * J])
+    assert next(cache.covering(30, 31)) is block                   # a block made serves short spans
+
+
+def test_live_session_playing_across_pieces_and_blocks_equals_adapt(walk_scene, monkeypatch):
+    # Playing reads the targets ahead (READ_AHEAD) from pieces of the table, across their ends and
+    # the blocks' ends, and tests each step for a jump once: what adapt gives, frame for frame.
+    from blender_reldesc.core import LiveSession
+    from blender_reldesc.core.descriptors import weights as descriptors
+    monkeypatch.setattr(descriptors, "BLOCK_FRAMES", 32)
+    monkeypatch.setattr(descriptors, "SHORT_SPAN", 8)
+    monkeypatch.setattr(descriptors, "PIECES_UP_TO", 40)
+    skel, motion, mesh, _ = walk_scene
+    bent = mesh.vertices.copy()
+    bent[:, 2] += 0.1 * np.sin(mesh.vertices[:, 0])
+    binding = bind(skel, motion, mesh)
+    full = adapt(binding, mesh.with_vertices(bent))
+    live = LiveSession(bind(skel, motion, mesh))
+    for f in range(len(motion)):
+        np.testing.assert_allclose(live.pose(f, bent), full.positions[f], atol=1e-12)
+    assert live.exact_hits == len(motion) - 1
+    assert live.binding.cache.pieces and not live.binding.cache.blocks
+
+
 def _eq2_literal(binding, mesh, influence=None):
     """Eq. 1 and 2 as the paper writes them, frame by frame: (α, β, γ) of each joint in each
     descriptor's frame on the bind-time mesh, rebuilt in the descriptor's frame on ``mesh``."""

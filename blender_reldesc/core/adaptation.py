@@ -131,6 +131,9 @@ JUMP_SIGMA = 3.0
 #: ...whose support (``scipy.ndimage`` truncates at 4 sigma) is this many frames either side:
 #: a frame's eased target depends on the raw targets this far away at most.
 JUMP_REACH = int(4 * JUMP_SIGMA + 0.5) + 1
+#: The live preview, asked for one frame whose targets are not made, makes this many frames'
+#: beyond it too (``LiveSession._targets``).
+READ_AHEAD = 16
 
 
 def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA):
@@ -1135,15 +1138,32 @@ class LiveSession:
         # neighbours' targets cannot be known, so jumps are not eased here (the bake eases them).
         if not rig.jump_guard or b.mesh.animated:
             return rig.targets(mesh, frames, guard=False)
+        F = b.frame_count
         if not self._raw:
-            F, J = b.motion.shape[:2]
-            self._raw = {"have": np.zeros(F, bool), "t": np.empty((F, J, 3)), "a": np.empty((F, J))}
+            J = b.motion.shape[1]
+            self._raw = {"have": np.zeros(F, bool), "t": np.empty((F, J, 3)), "a": np.empty((F, J)),
+                         "tested": np.zeros(F, bool), "jump": np.zeros(F, bool)}
         raw = self._raw
-        lo, hi = max(0, int(frames[0]) - JUMP_REACH), min(b.frame_count, int(frames[-1]) + JUMP_REACH + 1)
+        lo, hi = max(0, int(frames[0]) - JUMP_REACH), min(F, int(frames[-1]) + JUMP_REACH + 1)
         missing = lo + np.flatnonzero(~raw["have"][lo:hi])
         if missing.size:
+            if len(frames) == 1:
+                # Playing: the frames ahead in one go (one frame's targets cost a third of
+                # sixteen's), so that the next READ_AHEAD frames find theirs made.
+                missing = lo + np.flatnonzero(~raw["have"][lo:min(F, hi + READ_AHEAD)])
             raw["t"][missing], raw["a"][missing] = rig.targets(mesh, missing, guard=False)
             raw["have"][missing] = True
+        # ``smooth_jumps`` returns the targets as they are where no step of the window jumps: the
+        # test of each step is kept (frame k: the step k -> k + 1), and the window eased only when
+        # one of its steps jumps (the same test, the same result).
+        untested = lo + np.flatnonzero(~raw["tested"][lo:hi - 1])
+        if untested.size and np.isfinite(rig.source_step) and rig.source_step > 0:
+            src = np.linalg.norm(b.motion[untested + 1] - b.motion[untested], axis=-1)
+            tgt = np.linalg.norm(raw["t"][untested + 1] - raw["t"][untested], axis=-1)
+            raw["jump"][untested] = (np.nan_to_num(tgt - src, nan=0.0) > JUMP_FRACTION * rig.source_step).any(axis=1)
+            raw["tested"][untested] = True
+        if hi - lo < 3 or not raw["jump"][lo:hi - 1].any():
+            return raw["t"][frames], raw["a"][frames]
         t = smooth_jumps(b.motion[lo:hi], raw["t"][lo:hi], rig.source_step)
         return t[frames - lo], raw["a"][frames]
 

@@ -111,11 +111,25 @@ def _colour_exactly(edges, joint_count, colours):
 
 
 def colour_slices(pairs, joint_count):
-    """``order (E,)`` sorting ``pairs`` by colour (``color_edges``) and the slice of each colour."""
-    groups = color_edges(pairs, joint_count)
-    order = np.concatenate(groups) if groups else np.zeros(0, np.int64)
-    bounds = np.cumsum([0] + [len(g) for g in groups])
-    return order, [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    """``order (E,)`` sorting ``pairs`` by colour (``color_edges``) and the slice of each colour.
+    Kept for the last few graphs: every warper of a rig (each live session, contact round and
+    crowd) colours the same edges (10 ms for a Rigify rig's)."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    key = (pairs.tobytes(), int(joint_count))
+    kept = _COLOURED.pop(key, None)
+    if kept is None:
+        groups = color_edges(pairs, joint_count)
+        order = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        bounds = np.cumsum([0] + [len(g) for g in groups])
+        kept = order, [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        kept[0].setflags(write=False)
+    _COLOURED[key] = kept
+    while len(_COLOURED) > 16:
+        _COLOURED.pop(next(iter(_COLOURED)))
+    return kept[0], list(kept[1])
+
+
+_COLOURED = {}
 
 
 def _colour_pairs(pairs, slices):

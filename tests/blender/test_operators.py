@@ -150,6 +150,41 @@ def test_live_preview_poses_like_the_bake_and_goes_away(scene):
     assert live.on_frame_change not in bpy.app.handlers.frame_change_post
 
 
+def test_live_preview_poses_bones_in_every_rotation_mode_alike(scene):
+    # set_pose writes quaternion bones in bulk (their modes read with one foreach_get) and the
+    # others one by one: a rig whose bones were switched to Euler and axis-angle after binding
+    # shows the same pose. A bone renamed while it plays is a message naming it, not a traceback.
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    demo.lower_beam(beam, 0.2)
+    frames = [5, 6, 7, 20]
+
+    def heads():
+        out = []
+        for f in frames:
+            scene.frame_set(f)
+            bpy.context.view_layer.update()
+            out.append(adapter.to_world(adapter.world_matrix(arm), adapter.read_pose(arm)[0]))
+        return np.stack(out)
+
+    bpy.ops.reldesc.live(armature="Walker")
+    quaternion = heads()
+    bpy.ops.reldesc.live(armature="Walker")
+    modes = ["XZY", "AXIS_ANGLE", "ZYX"]
+    for k, pb in enumerate(arm.pose.bones):
+        if k % 2:
+            pb.rotation_mode = modes[k % 3]
+    bpy.ops.reldesc.live(armature="Walker")
+    mixed = heads()
+    assert np.abs(mixed - quaternion).max() < 1e-4            # Euler angles are stored as float32
+    moved = arm.data.bones[len(arm.data.bones) // 2]
+    moved_name, moved.name = moved.name, "Renamed"
+    scene.frame_set(8)
+    assert f"no bone {moved_name}" in live.last_error and "rename it back" in live.last_error
+    bpy.ops.reldesc.live(armature="Walker")
+
+
 def test_errors_are_reported_not_raised_as_tracebacks(scene):
     scene, arm, env, bridge, beam = scene
     with pytest.raises(RuntimeError, match="no collection named 'Nope'"):

@@ -136,6 +136,14 @@ JUMP_REACH = int(4 * JUMP_SIGMA + 0.5) + 1
 READ_AHEAD = 16
 
 
+def jumps(source_from, source_to, target_from, target_to, top, fraction=JUMP_FRACTION):
+    """(n,J) whether each joint's target step (``target_from`` -> ``target_to``, (n,J,3)) is longer
+    than its source step by more than ``fraction`` of ``top`` (``smooth_jumps``'s test)."""
+    src = np.linalg.norm(source_to - source_from, axis=-1)
+    tgt = np.linalg.norm(target_to - target_from, axis=-1)
+    return np.nan_to_num(tgt - src, nan=0.0) > fraction * top
+
+
 def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA):
     """(n,J,3) ``targets`` of consecutive frames with their jumps eased.
 
@@ -155,9 +163,7 @@ def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA)
     n = len(source)
     if n < 3 or not np.isfinite(top) or top <= 0:
         return targets
-    src_step = np.linalg.norm(np.diff(source, axis=0), axis=-1)                # (n-1,J)
-    tgt_step = np.linalg.norm(np.diff(targets, axis=0), axis=-1)
-    jump = np.nan_to_num(tgt_step - src_step, nan=0.0) > fraction * top
+    jump = jumps(source[:-1], source[1:], targets[:-1], targets[1:], top, fraction)   # (n-1,J)
     if not jump.any():
         return targets
     mark = np.zeros(targets.shape[:2])
@@ -1158,9 +1164,8 @@ class LiveSession:
         # one of its steps jumps (the same test, the same result).
         untested = lo + np.flatnonzero(~raw["tested"][lo:hi - 1])
         if untested.size and np.isfinite(rig.source_step) and rig.source_step > 0:
-            src = np.linalg.norm(b.motion[untested + 1] - b.motion[untested], axis=-1)
-            tgt = np.linalg.norm(raw["t"][untested + 1] - raw["t"][untested], axis=-1)
-            raw["jump"][untested] = (np.nan_to_num(tgt - src, nan=0.0) > JUMP_FRACTION * rig.source_step).any(axis=1)
+            raw["jump"][untested] = jumps(b.motion[untested], b.motion[untested + 1], raw["t"][untested],
+                                          raw["t"][untested + 1], rig.source_step).any(axis=1)
             raw["tested"][untested] = True
         if hi - lo < 3 or not raw["jump"][lo:hi - 1].any():
             return raw["t"][frames], raw["a"][frames]

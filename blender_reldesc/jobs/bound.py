@@ -3,6 +3,7 @@ share: from adapted world joints to the bone matrices Blender will play, parents
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
@@ -288,43 +289,35 @@ class Bound:
         original = carried(affine_inverse(self.world[idx]), self.binding.motion[idx])   # as bound
         adapted = carried(self.frame_to_armature[idx], positions)                      # where it is now
         pose = np.tile(np.eye(4), original.shape[:1] + (len(self.rig.names), 1, 1))
-        pose[..., :3, :3] = self._bound_pose(idx)
+        pose[..., :3, :3] = self._bound_poses[idx]
         pose[..., :3, 3] = original[:, self.head_joint]
         return adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose, self._primary)
 
-    def _bound_pose(self, idx):
-        """(F,B,3,3) the bones' posed rotation and stretch at bind at frames ``idx``. A live preview
-        asks one frame at a time: every frame's are made once, on its second ask."""
-        kept = self.__dict__.get("_bound_poses")
-        if kept is not None:
-            return kept[idx]
-        self._pose_asks = self.__dict__.get("_pose_asks", 0) + 1
-        whole = self._pose_asks > 1
-        rot = matrix_from_quat(self.rotations if whole else self.rotations[idx])
-        if self.stretch is not None:
-            rot = rot @ (self.stretch if whole else self.stretch[idx])
-        if whole:
-            self._bound_poses = rot
-            return rot[idx]
-        return rot
+    # What a live frame would otherwise rebuild, made once per Bound (the stored pose does not
+    # change under it: a new binding is a new Bound).
 
-    @property
+    @functools.cached_property
+    def _bound_poses(self):
+        """(F,B,3,3) the bones' posed rotation and stretch at bind, every frame (F x B x 72 bytes:
+        7 MB for a 600-frame Rigify clip)."""
+        rot = matrix_from_quat(self.rotations)
+        return rot if self.stretch is None else rot @ self.stretch
+
+    @functools.cached_property
     def _primary(self):
-        """``primary_children`` of the bound rig (kept: a live frame asks for it)."""
-        kept = self.__dict__.get("_primary_children")
-        if kept is None:
-            kept = self._primary_children = primary_children(self.rig.parents, self.rig.connected)
-        return kept
+        """``primary_children`` of the bound rig."""
+        return primary_children(self.rig.parents, self.rig.connected)
+
+    @functools.cached_property
+    def _inv_local(self):
+        return affine_inverse(self.rig.local)
 
     def pose_basis(self, positions, frames=None):
         """Basis matrices (F,B,4,4) (each bone relative to its Blender parent, as
         ``PoseBone.matrix_basis``) that put the bones on adapted world joints (F,J,3)."""
         idx = slice(None) if frames is None else frames
         new = self.adapted_pose(positions, frames)
-        inv_local = self.__dict__.get("_inv_local")
-        if inv_local is None:
-            inv_local = self._inv_local = affine_inverse(self.rig.local)
-        return inv_local[None] @ affine_inverse(self.parent_pose(new, idx)) @ new
+        return self._inv_local[None] @ affine_inverse(self.parent_pose(new, idx)) @ new
 
     def keyable_basis(self, positions, frames=None):
         """(rotation (F,B,3,3), scale (F,B,3), location (F,B,3), played pose (F,B,4,4)) to key,
@@ -359,7 +352,7 @@ class Bound:
         source played it (its keys are copied); identity for a root."""
         rig = self.rig
         out = np.broadcast_to(np.eye(4), pose.shape).copy()
-        inside, bones, outer, anchors = self._outer_layout()
+        inside, bones, outer, anchors = self._outer_layout
         out[:, inside] = pose[:, rig.parents[inside]]                  # the common case, in one go
         if not bones.size:
             return out
@@ -373,20 +366,18 @@ class Bound:
             out[:, bones[held]] = pose[:, anchors[held]] @ rel[:, held]
         return out
 
+    @functools.cached_property
     def _outer_layout(self):
         """``(inside (B,) bool, bones (k,), outer (k,), anchors (k,))``: the bones whose parent is
         bound, and those whose parent is outside with its index in ``rig.outer_names`` and its
-        anchor (-1: none). Kept: a Rigify rig's 116 outside parents one by one took 1 ms of each
-        live frame."""
-        kept = self.__dict__.get("_outer_kept")
-        if kept is None:
-            rig = self.rig
-            has = np.array([o is not None for o in rig.outer], bool)
-            bones = np.flatnonzero(has)
-            outer = np.array([rig.outer_names.index(rig.outer[b]) for b in bones.tolist()], np.int64)
-            anchors = np.array([rig.anchors[rig.outer[b]] for b in bones.tolist()], np.int64)
-            kept = self._outer_kept = ((rig.parents >= 0) & ~has, bones, outer, anchors)
-        return kept
+        anchor (-1: none) (a Rigify rig's 116 outside parents one by one took 1 ms of each live
+        frame)."""
+        rig = self.rig
+        has = np.array([o is not None for o in rig.outer], bool)
+        bones = np.flatnonzero(has)
+        outer = np.array([rig.outer_names.index(rig.outer[b]) for b in bones.tolist()], np.int64)
+        anchors = np.array([rig.anchors[rig.outer[b]] for b in bones.tolist()], np.int64)
+        return (rig.parents >= 0) & ~has, bones, outer, anchors
 
     def _parent_of(self, b, pose, idx):
         rig = self.rig

@@ -211,7 +211,8 @@ class CoefficientCache:
     A whole clip (a bake) is computed a block of ``BLOCK_FRAMES`` at a time; a short span (a live
     preview's frame or jump) a piece of ``SHORT_SPAN`` frames at a time, each kept until its
     block is made: playing a clip the first time then pauses for a piece every ``SHORT_SPAN``
-    frames (17 ms on a Rigify rig) instead of a block every ``BLOCK_FRAMES`` (126 ms).
+    frames instead of a block every ``BLOCK_FRAMES`` (a 600-frame Rigify walk over 473
+    descriptors: 90-130 ms against 0.71-0.81 s).
     """
 
     def __init__(self, binding):

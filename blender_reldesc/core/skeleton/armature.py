@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..geometry import cross
-from .rotations import _det3, matrix_from_quat, nearest_rotation, quat_from_matrix, recover_rotations
+from .rotations import nearest_rotation, orthonormal, quat_from_matrix, recover_rotations
 from .hierarchy import Skeleton
 
 
@@ -177,21 +177,6 @@ def split_basis(basis):
     """(F,B,4,4) basis -> rotation quaternions (F,B,4) (w,x,y,z, sign-continuous over
     frames) and locations (F,B,3). The rotation part is orthonormalised first."""
     return sign_continuous(quat_from_matrix(orthonormal(basis[..., :3, :3]))), basis[..., :3, 3].copy()
-
-
-def orthonormal(m, tolerance=1e-12):
-    """(...,3,3) the nearest rotations to ``m`` (``nearest_rotation``); a matrix orthonormal within
-    ``tolerance`` already is its own (a live frame's 160 Rigify bones: one check instead of an SVD
-    each, 0.28 ms)."""
-    m = np.asarray(m, dtype=float)
-    flat = m.reshape(-1, 3, 3)
-    error = np.abs(np.swapaxes(flat, -1, -2) @ flat - np.eye(3)).max(axis=(-2, -1), initial=0.0)
-    bad = np.flatnonzero(~(error <= tolerance) | (_det3(flat) < 0))
-    if not bad.size:
-        return m
-    out = flat.copy()
-    out[bad] = nearest_rotation(flat[bad])
-    return out.reshape(m.shape)
 
 
 def sign_continuous(q):

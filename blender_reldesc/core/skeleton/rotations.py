@@ -41,29 +41,7 @@ def matrix_from_quat(q):
 
 def swing(u, v):
     """(...,3,3) smallest rotations taking directions u to v (no twist about them)."""
-    u, v = normalize(u), normalize(v)
-    axis = cross(u, v)
-    c = dot(u, v)
-    # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c).
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
-    r[..., 0, 0] += c
-    r[..., 1, 1] += c
-    r[..., 2, 2] += c
-    r[..., 0, 1] -= axis[..., 2]
-    r[..., 0, 2] += axis[..., 1]
-    r[..., 1, 0] += axis[..., 2]
-    r[..., 1, 2] -= axis[..., 0]
-    r[..., 2, 0] -= axis[..., 1]
-    r[..., 2, 1] += axis[..., 0]
-    # Opposite directions: half turn about any axis perpendicular to u.
-    opposite = c < -1 + 1e-12
-    if np.any(opposite):
-        uo = u[opposite]
-        helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
-        k = normalize(cross(uo, helper))
-        r[opposite] = 2 * k[:, :, None] * k[:, None, :] - np.eye(3)
-    return r
+    return _swing_unit(normalize(u), normalize(v))
 
 
 #: ``_swing_unit``'s entries of a flattened 3x3: the diagonal, and the cross-product matrix's
@@ -74,17 +52,23 @@ _SKEW_SIGN = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
 
 
 def _swing_unit(u, v):
-    """``swing`` of unit directions (...,3), in fewer numpy calls (``recover_rotations``)."""
+    """``swing`` of unit directions (...,3) (``recover_rotations`` gives them unit already)."""
     axis = cross(u, v)
     c = dot(u, v)
+    # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c), on the flattened
+    # matrix in three numpy calls.
     with np.errstate(divide="ignore", invalid="ignore"):
         r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
     flat = r.reshape(r.shape[:-2] + (9,))
     flat[..., _DIAGONAL] += c[..., None]
     flat[..., _SKEW_AT] += axis[..., _SKEW_FROM] * _SKEW_SIGN
+    # Opposite directions: half turn about any axis perpendicular to u.
     opposite = c < -1 + 1e-12
-    if opposite.any():
-        r[opposite] = swing(u[opposite], v[opposite])
+    if np.any(opposite):
+        uo = u[opposite]
+        helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
+        k = normalize(cross(uo, helper))
+        r[opposite] = 2 * k[:, :, None] * k[:, None, :] - np.eye(3)
     return r
 
 
@@ -125,6 +109,21 @@ def nearest_rotation(m):
         fix = np.ones((len(rest), 3))
         fix[:, -1] = np.where(d == 0, 1.0, d)                      # a mirror: keep a proper rotation
         out[rest] = vt.swapaxes(-1, -2) @ (fix[:, :, None] * uu.swapaxes(-1, -2))
+    return out.reshape(m.shape)
+
+
+def orthonormal(m, tolerance=1e-12):
+    """(...,3,3) the nearest rotations to ``m`` (``nearest_rotation``); a matrix orthonormal within
+    ``tolerance`` already is its own (a live frame's 160 Rigify bones: one check instead of an SVD
+    each, 0.28 ms)."""
+    m = np.asarray(m, dtype=float)
+    flat = m.reshape(-1, 3, 3)
+    error = np.abs(np.swapaxes(flat, -1, -2) @ flat - np.eye(3)).max(axis=(-2, -1), initial=0.0)
+    bad = np.flatnonzero(~(error <= tolerance) | (_det3(flat) < 0))
+    if not bad.size:
+        return m
+    out = flat.copy()
+    out[bad] = nearest_rotation(flat[bad])
     return out.reshape(m.shape)
 
 

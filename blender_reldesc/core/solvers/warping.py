@@ -259,7 +259,7 @@ class Warper:
         """Per-step arrays for rows ``fs`` (S,) with affinities (S,J), reused by every sweep."""
         s = np.maximum(affinity, C.AFFINITY_FLOOR)
         frames = self._frames(fs)
-        limits, check = _Later(list), None
+        limits, check = None, None
         if self.limits is not None:                     # limits first, so each sweep ends on the bone lengths
             pairs, dmin, colours = self.limits
             # Made when a sweep first needs them (a Rigify rig's 133 limits take 50 colours, and

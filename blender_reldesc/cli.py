@@ -106,13 +106,15 @@ def run(argv, blender_command=False, progress=None):
         command = COMMANDS[args.command]
         arm = blend.get_armature(args.armature)
         warn = lambda m: print(f"reldesc: warning: {m}", file=sys.stderr)  # noqa: E731
-        report, line = command.run(args, blend.current_scene(), arm, warn, progress or print_progress)
-        print(line)
-        if getattr(args, "report", None):
-            with open(args.report, "w") as fh:
-                json.dump(report, fh, indent=1)
-        if command.saves:
-            blend.save_file(os.path.abspath(args.output or args.input or blend.file_path()))
+        from .viewport import live
+        with live.paused():            # a file saved with its live preview on: the job reads the rig as it plays
+            report, line = command.run(args, blend.current_scene(), arm, warn, progress or print_progress)
+            print(line)
+            if getattr(args, "report", None):
+                with open(args.report, "w") as fh:
+                    json.dump(report, fh, indent=1)
+            if command.saves:
+                blend.save_file(os.path.abspath(args.output or args.input or blend.file_path()))
         return 0
     except (RelDescError, Cancelled, CommandError) as e:
         return _fail(str(e))

@@ -320,16 +320,20 @@ def add_nla_track(arm, action, slot, source, frame_start):
 def constraint_bypass_curves(arm, bone_names, frame):
     """Curves keying the influence of every active constraint on ``bone_names`` to 0: the keyed
     bones then play their keys exactly, as Blender's Bake Action with Clear Constraints, but
-    the rig keeps its constraints (assign the source again and they act as before)."""
+    the rig keeps its constraints (assign the source again and they act as before). A bake over
+    an adapted action (whose keys hold the influences at 0) takes them from the earlier bake's
+    record."""
+    earlier = json.loads(host(arm).get(BYPASS_KEY, "{}"))
     curves, bones = [], set()
     for name in bone_names:
         for con in arm.pose.bones[name].constraints:
-            if con.mute or con.influence <= 0.0 or not getattr(con, "enabled", True):
-                continue
             path = (f'pose.bones["{bpy.utils.escape_identifier(name)}"].constraints'
                     f'["{bpy.utils.escape_identifier(con.name)}"].influence')
+            influence = float(earlier.get(f"{path}:0", con.influence))
+            if con.mute or influence <= 0.0 or not getattr(con, "enabled", True):
+                continue
             curves.append(Curve(path, 0, name, np.array([float(frame)]), np.zeros(1), "CONSTANT",
-                                influence=float(con.influence)))
+                                influence=influence))
             bones.add(name)
     return curves, sorted(bones)
 
@@ -342,7 +346,9 @@ def bypass_restore(arm, source, curves):
     """What only the adapted action animates, for ``use_source`` to undo (stored with
     ``storage.store_bake``): the influences the bypass keyed to 0, and bone channels the source
     does not key (an animated property keeps its last value when the next action does not key
-    it). {``path:index``: the value to restore}."""
+    it), with the value they have now, before the adapted action plays (the pose the animator
+    gave an unkeyed bone; the channel's default when it cannot be read).
+    {``path:index``: the value to restore}."""
     slot = armature_slot(arm, source)
     bag = _bag(source, slot) if slot is not None else None
     restore = {}
@@ -350,8 +356,12 @@ def bypass_restore(arm, source, curves):
         if c.influence is not None:
             restore[f"{c.path}:0"] = c.influence
         elif bag is None or bag.fcurves.find(c.path, index=c.index) is None:
-            default = _DEFAULTS[c.path.rsplit(".", 1)[1]]
-            restore[f"{c.path}:{c.index}"] = default[c.index] if isinstance(default, tuple) else default
+            try:
+                value = float(arm.path_resolve(c.path)[c.index])
+            except (ValueError, TypeError, IndexError):
+                default = _DEFAULTS[c.path.rsplit(".", 1)[1]]
+                value = default[c.index] if isinstance(default, tuple) else default
+            restore[f"{c.path}:{c.index}"] = value
     return restore
 
 
@@ -418,6 +428,7 @@ def write_bake(arm, source, name, curves, bone_names, frame_range, target):
     (``target`` 'ACTION') or put it on an NLA track above the source ('NLA', replacing the
     tracks of earlier bakes). Returns ``(action, slot, bypassed bone names)``."""
     bypass, bypassed = constraint_bypass_curves(arm, bone_names, frame_range[0])
+    restore = bypass_restore(arm, source, curves + bypass)          # before the adapted action plays
     if target == "NLA":
         remove_own_tracks(arm)
     action, slot = write_adapted(arm, source, name, curves + bypass, frame_range)
@@ -425,4 +436,4 @@ def write_bake(arm, source, name, curves, bone_names, frame_range, target):
         add_nla_track(arm, action, slot, source, frame_range[0])
     else:
         assign(arm, action, slot)
-    return action, slot, bypassed, bypass_restore(arm, source, curves + bypass)
+    return action, slot, bypassed, restore

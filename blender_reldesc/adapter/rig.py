@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.keys import rotation_matrices
 from ..core.skeleton.armature import pose_from_basis
+from . import storage
 from .actions import _sample, _slot_fcurves, armature_slot, frame_range
 from .placement import to_world, world_matrix
 from .scene import SceneError
@@ -228,8 +230,9 @@ def read_motion(scene, arm, frames, tail_bones, progress=None):
     return joints, pose, world
 
 
-def set_pose(arm, rig, quats, locs, loc_mask):
-    """Pose the armature now: quaternions (B,4) in every bone's own rotation mode, locations (B,3).
+def set_pose(arm, rig, quats, locs, loc_mask, scales=None):
+    """Pose the armature now: quaternions (B,4) in every bone's own rotation mode, locations (B,3)
+    (of the bones ``loc_mask``), scales (B,3) when given.
 
     Quaternion-mode bones and locations in one ``foreach_set`` each, the rotation modes read in
     one ``foreach_get`` (a Rigify rig's 160 bones one by one took 6 ms a frame of the live
@@ -238,18 +241,21 @@ def set_pose(arm, rig, quats, locs, loc_mask):
     pbs = arm.pose.bones
     n = len(pbs)
     quats, locs = np.asarray(quats), np.asarray(locs)
-    index = _pose_index(arm, rig)
+    index = _pose_index(arm, rig.names)
     modes = np.empty(n, np.int32)
     pbs.foreach_get("rotation_mode", modes)
     quat_mode = modes[index] == _QUATERNION_MODE
     mask = np.asarray(loc_mask, bool)
-    for prop, rows, values in (("rotation_quaternion", quat_mode, quats), ("location", mask, locs)):
+    writes = [("rotation_quaternion", quat_mode, quats), ("location", mask, locs)]
+    if scales is not None:
+        writes.append(("scale", np.ones(len(index), bool), np.asarray(scales)))
+    for prop, rows, values in writes:
         if rows.any():
             buf = np.empty((n, values.shape[1]), np.float32)
             pbs.foreach_get(prop, buf.ravel())
             buf[index[rows]] = values[rows]
             pbs.foreach_set(prop, buf.ravel())
-    if quat_mode.any() or mask.any():
+    if quat_mode.any() or mask.any() or scales is not None:
         arm.update_tag()                 # foreach_set runs no property update: tag the pose for evaluation
     for b in np.flatnonzero(~quat_mode).tolist():
         pb, q = pbs[int(index[b])], Quaternion(quats[b])
@@ -260,24 +266,114 @@ def set_pose(arm, rig, quats, locs, loc_mask):
             pb.rotation_euler = q.to_euler(pb.rotation_mode, pb.rotation_euler)
 
 
+def posed_matrices(arm, names):
+    """(N,4,4) armature-space matrices of bones ``names`` as the armature was last evaluated (in a
+    frame-change handler: as Blender plays the frame), in one ``foreach_get``."""
+    pbs = arm.pose.bones
+    mat = np.empty(len(pbs) * 16, np.float32)
+    pbs.foreach_get("matrix", mat)
+    return mat.reshape(-1, 4, 4).transpose(0, 2, 1)[_pose_index(arm, names)].astype(float)
+
+
+#: The pose channels ``hold_pose`` keeps, with their sizes.
+_CHANNELS = (("rotation_quaternion", 4), ("rotation_euler", 3), ("rotation_axis_angle", 4), ("location", 3),
+             ("scale", 3))
+
+
+def _channels(arm, index):
+    """{channel: (N,k) float32} of the pose bones at ``index``, and the whole arrays read."""
+    pbs = arm.pose.bones
+    whole = {}
+    for prop, k in _CHANNELS:
+        buf = np.empty(len(pbs) * k, np.float32)
+        pbs.foreach_get(prop, buf)
+        whole[prop] = buf.reshape(-1, k)
+    return {prop: a[index] for prop, a in whole.items()}, whole
+
+
+def hold_pose(arm, names):
+    """Let the live preview pose bones ``names``: mute their active constraints (what the bake does
+    by keying their influence to 0: the bones then play the pose set on them) and keep their pose
+    channels as they are, recorded on the armature's data (``storage.LIVE_MUTED_KEY``) so that
+    ``release_pose`` gives both back, after an undo, a save or a crash's autosave too. Nothing is
+    done when the armature is held already. Returns how many constraints were muted."""
+    data = storage.host(arm)
+    if storage.LIVE_MUTED_KEY in data:
+        return 0
+    index = _pose_index(arm, names)
+    kept, _ = _channels(arm, index)
+    muted = []
+    for name in names:
+        for con in arm.pose.bones[name].constraints:
+            if not con.mute and con.influence > 0.0:
+                con.mute = True
+                muted.append([name, con.name])
+    record = {"object": arm.name, "bones": json.dumps(list(names)), "constraints": json.dumps(muted)}
+    record.update({prop: [float(x) for x in a.ravel()] for prop, a in kept.items()})
+    data[storage.LIVE_MUTED_KEY] = record
+    arm.update_tag()
+    return len(muted)
+
+
+def release_pose(arm):
+    """Give back what ``hold_pose`` took from ``arm``: the constraints it muted (those still there)
+    and the held bones' pose channels (those still there), and drop the record. Returns how many
+    constraints were switched back on."""
+    data = storage.host(arm)
+    record = data.get(storage.LIVE_MUTED_KEY)
+    if record is None:
+        return 0
+    if record.get("object", arm.name) != arm.name:             # another user of this armature data held it
+        return 0
+    restored = 0
+    try:
+        names = json.loads(record["bones"])
+        pbs = arm.pose.bones
+        for bone, con_name in json.loads(record["constraints"]):
+            pb = pbs.get(bone)
+            con = pb.constraints.get(con_name) if pb is not None else None
+            if con is not None and con.mute:
+                con.mute = False
+                restored += 1
+        here = [i for i, n in enumerate(names) if pbs.get(n) is not None]
+        index = np.array([pbs.find(names[i]) for i in here], np.int64)
+        if index.size:
+            _, whole = _channels(arm, index)
+            for prop, k in _CHANNELS:
+                kept = np.asarray(record[prop], np.float32).reshape(-1, k)
+                whole[prop][index] = kept[here]
+                pbs.foreach_set(prop, whole[prop].ravel())
+    except (KeyError, TypeError, ValueError):
+        pass                                                    # a damaged record: drop it
+    finally:
+        del data[storage.LIVE_MUTED_KEY]
+        arm.update_tag()
+    return restored
+
+
+def pose_held(arm):
+    """Whether ``arm`` is held by the live preview (``hold_pose``)."""
+    return arm.type == 'ARMATURE' and storage.LIVE_MUTED_KEY in storage.host(arm)
+
+
 #: ``PoseBone.rotation_mode``'s value for 'QUATERNION' as ``foreach_get`` reads it.
 _QUATERNION_MODE = 0
 
 _POSE_INDEX = {}
 
 
-def _pose_index(arm, rig):
-    """(B,) index in ``arm.pose.bones`` of each of ``rig.names``, kept while the names there
+def _pose_index(arm, names):
+    """(B,) index in ``arm.pose.bones`` of each of ``names``, kept while the names there
     still match (``find`` by name cost 35 µs a bone, 6 ms a frame of a Rigify live preview;
     reading the names back costs 0.3 ms, and catches a bone renamed or removed at once)."""
     pbs = arm.pose.bones
-    key = (arm.as_pointer(), tuple(rig.names))
+    key = (arm.as_pointer(), tuple(names))
     index = _POSE_INDEX.get(key)
-    if index is not None and len(pbs) == index[1] and [pbs[i].name for i in index[0].tolist()] == list(rig.names):
+    if index is not None and len(pbs) == index[1] and [pbs[i].name for i in index[0].tolist()] == list(names):
         return index[0]
-    index = np.array([pbs.find(name) for name in rig.names], np.int64)
+    index = np.array([pbs.find(name) for name in names], np.int64)
     if (index < 0).any():
-        missing = [n for n, i in zip(rig.names, index.tolist()) if i < 0]
+        missing = [n for n, i in zip(names, index.tolist()) if i < 0]
         raise SceneError(f"armature '{arm.name}' has no bone {', '.join(missing[:3])} any more: rename it back "
                          "or re-bind")
     if len(_POSE_INDEX) > 64:

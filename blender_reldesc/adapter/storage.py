@@ -138,6 +138,11 @@ def clear_binding(arm):
 
 BYPASS_KEY = "_reldesc_bypassed"
 
+#: What the live preview took from an armature to pose it, on the armature data: the constraints it
+#: muted and the pose channels of the bones it poses (``adapter.rig.hold_pose``). Stored in the
+#: file's data, not in a module, so that an undo or a crash's autosave keeps it with the flags.
+LIVE_MUTED_KEY = "_reldesc_live_muted"
+
 
 
 def add_garment(arm, name):
@@ -191,7 +196,9 @@ def load(arm):
 
 def store_bake(arm, restore, contacts=None):
     """What a bake stores beside its action: what ``actions.use_source`` restores, and the contact
-    rows (when the bake checked contacts)."""
-    host(arm)[BYPASS_KEY] = json.dumps(restore)
+    rows (when the bake checked contacts). A bake after a bake keeps what the first one recorded:
+    the values from before any adapted action played."""
+    earlier = json.loads(host(arm).get(BYPASS_KEY, "{}"))
+    host(arm)[BYPASS_KEY] = json.dumps({**restore, **earlier})
     if contacts is not None:
         store_contacts(arm, contacts)

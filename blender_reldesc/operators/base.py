@@ -8,6 +8,7 @@ from bpy.props import StringProperty
 
 from .. import adapter
 from ..core import Cancelled, RelDescError
+from ..viewport import live
 
 
 class _Target:
@@ -78,6 +79,10 @@ class _JobOperator(_Target):
         state.warnings.clear()
 
     def execute(self, context):
+        with live.paused():
+            return self._execute(context)
+
+    def _execute(self, context):
         state = _WorkerState()
         try:
             job = self.make_job(context, state.warnings.append)
@@ -100,8 +105,9 @@ class _JobOperator(_Target):
             return self.execute(context)
         state = self._state = _WorkerState()
         try:
-            job = self._job = self.make_job(context, state.warnings.append)
-            job.read()
+            with live.paused():              # the job reads the rig as its action plays it
+                job = self._job = self.make_job(context, state.warnings.append)
+                job.read()
         except RelDescError as e:
             self._replay(state)
             self.report({'ERROR'}, str(e))
@@ -133,14 +139,15 @@ class _JobOperator(_Target):
             self.report({'WARNING'} if cancelled else {'ERROR'},
                         self.cancel_message if cancelled else str(state.error))
             return {'CANCELLED'}
-        try:
-            report = self._job.write()
-        except RelDescError as e:
+        with live.paused():
+            try:
+                report = self._job.write()
+            except RelDescError as e:
+                self._replay(state)
+                self.report({'ERROR'}, str(e))
+                return {'CANCELLED'}
             self._replay(state)
-            self.report({'ERROR'}, str(e))
-            return {'CANCELLED'}
-        self._replay(state)
-        self.finish(context, report)
+            self.finish(context, report)
         return {'FINISHED'}
 
 

@@ -16,8 +16,9 @@ class _Contacts(_Target):
         if arm is None:
             return {'CANCELLED'}
         try:
-            report = jobs.ContactsJob(context.scene, arm, reposition=self.reposition,
-                                      warn=lambda m: self.report({'WARNING'}, m)).run()
+            with live.paused():
+                report = jobs.ContactsJob(context.scene, arm, reposition=self.reposition,
+                                          warn=lambda m: self.report({'WARNING'}, m)).run()
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}

@@ -5,6 +5,7 @@ from bpy.props import StringProperty
 
 from ..core.errors import RelDescError
 from ..optional import feature
+from ..viewport import live
 from .base import _Target
 
 
@@ -26,7 +27,8 @@ class RELDESC_OT_bind_garment(_Target, bpy.types.Operator):
         if not name and context.active_object is not None and context.active_object.type == 'MESH':
             name = context.active_object.name
         try:
-            report = feature("garment").bind_garment(context.scene, arm, name)
+            with live.paused():                      # its motion is read as the rig plays
+                report = feature("garment").bind_garment(context.scene, arm, name)
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}

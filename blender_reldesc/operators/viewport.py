@@ -27,6 +27,8 @@ class RELDESC_OT_live(_Target, bpy.types.Operator):
         settings.live = not settings.live          # its update callback adds or removes the handler
         if settings.live:
             live.on_frame_change(context.scene, context.evaluated_depsgraph_get())
+        else:
+            context.scene.frame_set(context.scene.frame_current)    # the action plays the frame again
         self.report({'INFO'}, "Live preview on" if settings.live else "Live preview off")
         return {'FINISHED'}
 

@@ -13,6 +13,7 @@ is shown from that; ``last_contacts`` holds the statuses for the panel.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import bpy
@@ -87,7 +88,12 @@ def clear():
 
 
 def pose_frame(scene, depsgraph, arm):
-    """Pose ``arm`` at the scene's current frame; returns the joint positions (J,3)."""
+    """Pose ``arm`` at the scene's current frame; returns the joint positions (J,3).
+
+    The bound bones are posed as the bake keys them: their constraints muted (``hold_pose``, as
+    the bake keys their influence to 0), each keyed against its parent as Blender plays it now
+    (a bone whose parent is outside the bound set, as most of a Rigify rig's deform bones: read
+    from this frame's evaluated pose, as the bake reads it back)."""
     entry = session_for(arm, scene)
     frames = entry["bound"].frames
     f = int(np.clip(scene.frame_current - frames[0], 0, len(frames) - 1))
@@ -101,8 +107,12 @@ def pose_frame(scene, depsgraph, arm):
         last_contacts.update({k: sum(o.status == k for o in c.outcomes) for k in ("valid", "repositioned",
                                                                                   "unresolved")},
                              seconds=c.seconds)
-    quats, locs = bound.pose_channels(p[None], frames=np.array([f]))
-    adapter.rig.set_pose(arm, bound.rig, quats[0], locs[0], bound.location_mask())
+    if not adapter.rig.pose_held(arm):
+        release()                                 # another armature's preview, before this one
+        adapter.rig.hold_pose(arm, bound.rig.names)
+    watch = bound.outer_watch
+    quats, locs, scales = bound.pose_now(p, f, adapter.rig.posed_matrices(arm, watch) if watch else None)
+    adapter.rig.set_pose(arm, bound.rig, quats, locs, bound.keyed_locations, scales)
     return p
 
 
@@ -110,7 +120,7 @@ def pose_frame(scene, depsgraph, arm):
 def on_frame_change(scene, depsgraph=None):
     global last_seconds, last_error
     settings = getattr(scene, "reldesc", None)
-    if settings is None or not settings.live or settings.armature is None:
+    if _paused or settings is None or not settings.live or settings.armature is None:
         return
     t0 = time.perf_counter()
     try:
@@ -120,7 +130,45 @@ def on_frame_change(scene, depsgraph=None):
         if str(e) != last_error:
             print(f"reldesc live preview: {e}")
         last_error = str(e)
+        adapter.rig.release_pose(settings.armature)   # the rig plays its action while the preview cannot
     last_seconds = time.perf_counter() - t0
+
+
+_paused = 0
+
+
+@contextlib.contextmanager
+def paused():
+    """Hold the live preview while a job plays frames (Bind reading the source, Bake reading
+    parents back, a command line job): the handler does nothing and what it took from the rig
+    is given back (``release``), so that the job reads the rig as its action plays it. After,
+    the current frame is posed again."""
+    global _paused
+    _paused += 1
+    try:
+        if _paused == 1:
+            release()
+        yield
+    finally:
+        _paused -= 1
+        if not _paused:
+            refresh()
+
+
+def release():
+    """Give back what the live preview took from every armature (``adapter.rig.release_pose``):
+    their constraints switched back on, the posed bones' channels as they were."""
+    objects = getattr(bpy.data, "objects", ())          # none while the add-on registers
+    for ob in objects:
+        if ob.type == 'ARMATURE' and adapter.rig.pose_held(ob):
+            adapter.rig.release_pose(ob)
+
+
+def refresh():
+    """Pose the current frame again in the scene whose preview is on (after a pause, a save)."""
+    scene = getattr(bpy.context, "scene", None)
+    if scene is not None and getattr(scene, "reldesc", None) is not None and scene.reldesc.live:
+        on_frame_change(scene)
 
 
 @persistent
@@ -142,6 +190,7 @@ def on_depsgraph_update(scene, depsgraph=None):
 @persistent
 def on_load(_dummy=None):
     clear()
+    release()                       # a crash's autosave keeps what a preview took: give it back
     for scene in bpy.data.scenes:
         if getattr(scene, "reldesc", None) is not None and scene.reldesc.live:
             _add()
@@ -163,21 +212,58 @@ def _remove():
         bpy.app.handlers.depsgraph_update_post.remove(on_depsgraph_update)
 
 
+@persistent
+def on_save_pre(_dummy=None):
+    """Files are saved as the rig is without the preview (constraints on, the bones' own pose)."""
+    release()
+
+
+@persistent
+def on_save_post(_dummy=None):
+    refresh()
+
+
+@persistent
+def on_undo(_dummy=None):
+    """An undo brings back the data as it was (what a preview took with it, in its record), not the
+    sessions, whose objects may be gone: read them again, and pose the frame."""
+    clear()
+    if _live_scene() is not None:
+        refresh()
+    else:
+        release()
+
+
+def _live_scene():
+    return next((sc for sc in getattr(bpy.data, "scenes", ()) if getattr(sc, "reldesc", None) is not None
+                 and sc.reldesc.live), None)
+
+
 def sync(scene):
-    """Add or remove the handler to match the scene's Live Preview setting."""
+    """Add or remove the handler to match the scene's Live Preview setting; off gives the rig back
+    (``release``)."""
     clear()
     if scene.reldesc.live:
         _add()
     else:
         _remove()
+        release()
+
+
+_FILE_HANDLERS = (("load_post", on_load), ("save_pre", on_save_pre), ("save_post", on_save_post),
+                  ("undo_post", on_undo), ("redo_post", on_undo))
 
 
 def register():
-    bpy.app.handlers.load_post.append(on_load)
+    for name, fn in _FILE_HANDLERS:
+        getattr(bpy.app.handlers, name).append(fn)
 
 
 def unregister():
     _remove()
-    while on_load in bpy.app.handlers.load_post:
-        bpy.app.handlers.load_post.remove(on_load)
+    for name, fn in _FILE_HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        while fn in handlers:
+            handlers.remove(fn)
+    release()
     clear()

@@ -138,6 +138,15 @@ def main(out_path):
     res["source_again"] = rig.animation_data.action == source
     res["influence_restored"] = [c.influence for n in deform for c in rig.pose.bones[n].constraints] == influence
     res["source_max"] = float(np.abs(heads(scene, rig, frames, deform) - before).max())
+    # The live preview shows what the bake gives (its constraints muted while it is on, each bone
+    # posed against its outside parent as Blender plays it), and gives the rig back when off.
+    assert bpy.ops.reldesc.live(armature=rig.name) == {'FINISHED'}
+    shown = heads(scene, rig, job.bound.frames, job.bound.rig.names)
+    res["live_max"] = float(np.linalg.norm(shown - adapted, axis=-1).max())
+    res["live_muted"] = sum(c.mute for n in deform for c in rig.pose.bones[n].constraints)
+    assert bpy.ops.reldesc.live(armature=rig.name) == {'FINISHED'}
+    res["live_off_muted"] = sum(c.mute for n in deform for c in rig.pose.bones[n].constraints)
+    res["live_off_source_max"] = float(np.abs(heads(scene, rig, frames, deform) - before).max())
     res.update(moved_with_its_set(scene, rig, floor))
     with open(out_path, "w") as fh:
         json.dump(res, fh, indent=1)

@@ -150,6 +150,90 @@ def test_live_preview_poses_like_the_bake_and_goes_away(scene):
     assert live.on_frame_change not in bpy.app.handlers.frame_change_post
 
 
+def _walker_with_constraints(arm):
+    """A constraint on a bound bone that shapes the source (Copy Rotation, influence 0.3), one the
+    user muted, and a bound bone the action does not key, posed by hand."""
+    con = arm.pose.bones["LeftForeArm"].constraints.new('COPY_ROTATION')
+    con.target, con.subtarget, con.influence = arm, "RightForeArm", 0.3
+    off = arm.pose.bones["LeftHand"].constraints.new('LIMIT_ROTATION')
+    off.mute = True
+    action = arm.animation_data.action
+    for fc in [fc for fc in adapter.actions._slot_fcurves(arm, action) if '"Head"' in fc.data_path]:
+        adapter.actions._bag(action, arm.animation_data.action_slot).fcurves.remove(fc)
+    arm.pose.bones["Head"].rotation_quaternion = (0.9, 0.1, 0.3, 0.0)
+    return con, off, tuple(arm.pose.bones["Head"].rotation_quaternion)
+
+
+def test_live_preview_poses_a_constrained_rig_like_the_bake_and_gives_it_back(scene, tmp_path):
+    # The bake keys the bound bones' constraint influence to 0; the preview mutes them while it
+    # is on and keeps the posed bones' own channels, on the armature's data: live off, a save
+    # (the file is written as the rig is without the preview), an error and unregister give
+    # both back; the user's own muted constraint stays muted.
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    con, off, head = _walker_with_constraints(arm)
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    demo.lower_beam(beam, 0.2)
+    frames = [3, 4, 5, 17, 18, 30]
+    bpy.ops.reldesc.bake(armature="Walker")
+    bpy.ops.reldesc.bake(armature="Walker")                      # again, over the adapted action
+    adapted = bpy.data.actions["Walk.adapted"]
+    assert any(fc.data_path.endswith(f'["{con.name}"].influence')
+               for fc in adapter.actions._slot_fcurves(arm, adapted))   # still keyed off
+    baked = heads_over_frames(scene, arm, frames)
+    bpy.ops.reldesc.use_source(armature="Walker")
+    assert con.influence == pytest.approx(0.3) and not con.mute
+    # the unkeyed bone gets the pose it had before any bake, not its default
+    assert tuple(arm.pose.bones["Head"].rotation_quaternion) == pytest.approx(head, abs=1e-6)
+    source = heads_over_frames(scene, arm, frames)
+    assert np.abs(source - baked).max() > 0.01                   # the bake changed the pose
+    assert bpy.ops.reldesc.live(armature="Walker") == {'FINISHED'}
+    posed = heads_over_frames(scene, arm, frames)
+    assert np.abs(posed - baked).max() < 1e-3
+    assert con.mute and off.mute and adapter.rig.pose_held(arm)
+    path = str(tmp_path / "saved_live.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path, copy=True)
+    assert con.mute and adapter.rig.pose_held(arm)               # the preview goes on after the save
+    with bpy.data.libraries.load(path) as (src, dst):
+        dst.objects = ["Walker"]
+    saved = dst.objects[0]
+    assert not saved.pose.bones["LeftForeArm"].constraints[0].mute and saved.pose.bones["LeftHand"].constraints[0].mute
+    assert not adapter.rig.pose_held(saved)
+    assert tuple(saved.pose.bones["Head"].rotation_quaternion) == pytest.approx(head, abs=1e-6)
+    bpy.data.objects.remove(saved)
+    # An error gives the rig back to its action; fixed, the preview holds it again.
+    bone = arm.data.bones["Spine1"]
+    bone.name = "Renamed"
+    scene.frame_set(6)
+    assert "no bone Spine1" in live.last_error and not con.mute and not adapter.rig.pose_held(arm)
+    bone.name = "Spine1"
+    scene.frame_set(7)
+    assert live.last_error == "" and con.mute
+    assert bpy.ops.reldesc.live(armature="Walker") == {'FINISHED'}   # off
+    assert not con.mute and off.mute and not adapter.rig.pose_held(arm)
+    assert tuple(arm.pose.bones["Head"].rotation_quaternion) == pytest.approx(head, abs=1e-6)
+    assert np.abs(heads_over_frames(scene, arm, frames) - source).max() < 1e-6
+
+
+def test_a_job_run_while_the_live_preview_is_on_reads_the_rig_as_its_action_plays(scene):
+    # Bind plays every frame: the preview pauses (its handler does nothing, the constraints it
+    # muted are back on) and poses the frame again after.
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    con, *_ = _walker_with_constraints(arm)
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    first = jobs.Bound(arm).binding.motion.copy()
+    demo.lower_beam(beam, 0.2)
+    bpy.ops.reldesc.live(armature="Walker")
+    scene.frame_set(12)
+    assert con.mute
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert np.abs(jobs.Bound(arm).binding.motion - first).max() < 1e-9
+    assert con.mute and adapter.rig.pose_held(arm)                # previewing again
+    bpy.ops.reldesc.live(armature="Walker")
+    assert not con.mute
+
+
 def test_live_preview_poses_bones_in_every_rotation_mode_alike(scene):
     # set_pose writes quaternion bones in bulk (their modes read with one foreach_get) and the
     # others one by one: a rig whose bones were switched to Euler and axis-angle after binding
@@ -336,11 +420,13 @@ def test_cancelled_bake_changes_nothing(scene):
 def test_live_handlers_are_gone_after_unregister(scene):
     import blender_reldesc
     scene, arm, *_ = scene
+    con, *_ = _walker_with_constraints(arm)
     bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
     bpy.ops.reldesc.live(armature="Walker")
-    assert live.on_frame_change in bpy.app.handlers.frame_change_post
+    assert live.on_frame_change in bpy.app.handlers.frame_change_post and con.mute
     blender_reldesc.unregister()
     try:
+        assert not con.mute and not adapter.rig.pose_held(arm)
         assert live.on_frame_change not in bpy.app.handlers.frame_change_post
         assert live.on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post
         assert live.on_load not in bpy.app.handlers.load_post

@@ -36,6 +36,10 @@ def test_a_generated_rigify_rig_binds_its_deform_bones_and_plays_the_adapted_mot
     assert res["torso_keys_kept"] and res["constraints_after"] == res["constraints_before"]
     # Use Source Action switches back: constraints act again, the motion is the source's.
     assert res["source_again"] and res["influence_restored"] and res["source_max"] < 1e-5
+    # The live preview shows the bake (issue 40: it showed the source, 5 cm off), and off it gives
+    # the constraints back.
+    assert res["live_max"] < 1e-3 and res["live_muted"] > 100
+    assert res["live_off_muted"] == 0 and res["live_off_source_max"] < 1e-5
     # Moved with its floor under a parent (issue 34): the same local pose, the bones where they now
     # stand. Not to 1e-6: the face bones hang from parents Blender's constraints place in world
     # space in single precision, 4 m away they come out 3e-5 otherwise on 1 cm bones (the adapted

@@ -317,13 +317,13 @@ def add_nla_track(arm, action, slot, source, frame_start):
     return track
 
 
-def constraint_bypass_curves(arm, bone_names, frame):
+def constraint_bypass_curves(arm, bone_names, frame, earlier=None):
     """Curves keying the influence of every active constraint on ``bone_names`` to 0: the keyed
     bones then play their keys exactly, as Blender's Bake Action with Clear Constraints, but
     the rig keeps its constraints (assign the source again and they act as before). A bake over
     an adapted action (whose keys hold the influences at 0) takes them from the earlier bake's
-    record."""
-    earlier = json.loads(host(arm).get(BYPASS_KEY, "{}"))
+    record ``earlier`` ({path:index: value}, ``bypass_restore``'s)."""
+    earlier = earlier or {}
     curves, bones = [], set()
     for name in bone_names:
         for con in arm.pose.bones[name].constraints:
@@ -422,12 +422,13 @@ def _sample(fc, frames):
 
 
 
-def write_bake(arm, source, name, curves, bone_names, frame_range, target):
+def write_bake(arm, source, name, curves, bone_names, frame_range, target, earlier=None):
     """Write a bake's ``curves`` into action ``name`` (``write_adapted``), with the influence of
     the constraints on ``bone_names`` keyed to 0 (``constraint_bypass_curves``), and assign it
     (``target`` 'ACTION') or put it on an NLA track above the source ('NLA', replacing the
-    tracks of earlier bakes). Returns ``(action, slot, bypassed bone names)``."""
-    bypass, bypassed = constraint_bypass_curves(arm, bone_names, frame_range[0])
+    tracks of earlier bakes); ``earlier``: the last bake's record (``constraint_bypass_curves``).
+    Returns ``(action, slot, bypassed bone names, what use_source restores)``."""
+    bypass, bypassed = constraint_bypass_curves(arm, bone_names, frame_range[0], earlier)
     restore = bypass_restore(arm, source, curves + bypass)          # before the adapted action plays
     if target == "NLA":
         remove_own_tracks(arm)

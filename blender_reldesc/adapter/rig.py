@@ -323,7 +323,9 @@ def release_pose(arm):
     record = data.get(storage.LIVE_MUTED_KEY)
     if record is None:
         return 0
-    if record.get("object", arm.name) != arm.name:             # another user of this armature data held it
+    import bpy
+    holder = bpy.data.objects.get(record.get("object", arm.name))
+    if holder is not None and holder != arm:                   # another user of this armature data held it
         return 0
     restored = 0
     try:

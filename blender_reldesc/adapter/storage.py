@@ -186,12 +186,13 @@ WALK_KEY = "reldesc_walk"
 
 def load(arm):
     """Everything stored with ``arm``'s binding, read at once: ``{data, pose, meta, source (the
-    action, None when gone), environment (the collection's name now), contacts, garments}``.
+    action, None when gone), environment (the collection's name now), contacts, garments,
+    restore (what the last bake recorded for ``actions.use_source``)}``.
     SceneError when the armature is not bound."""
     data, pose, meta = load_stored(arm)
     return dict(data=data, pose=pose, meta=meta, source=bound_source(arm, meta),
                 environment=bound_environment(arm, meta), contacts=stored_contacts(arm),
-                garments=garment_names(arm))
+                garments=garment_names(arm), restore=json.loads(host(arm).get(BYPASS_KEY, "{}")))
 
 
 def store_bake(arm, restore, contacts=None):

@@ -253,7 +253,8 @@ class BakeJob:
         bound, opt, plan = self.bound, self.options, self.plan
         wanted = self.source.name + ADAPTED_SUFFIX
         action, slot, bypassed, restore = adapter.actions.write_bake(self.arm, self.source, wanted, plan["curves"],
-                                                                     bound.rig.names, opt.frames, opt.target)
+                                                                     bound.rig.names, opt.frames, opt.target,
+                                                                     bound.restore)
         if action.name != wanted:
             self.warn(f"kept '{wanted}' because something else uses it (another object, an NLA strip or a "
                       f"fake user); wrote '{action.name}'")

@@ -110,6 +110,7 @@ def pose_frame(scene, depsgraph, arm):
     if not adapter.rig.pose_held(arm):
         release()                                 # another armature's preview, before this one
         adapter.rig.hold_pose(arm, bound.rig.names)
+        _held.append(arm)
     watch = bound.outer_watch
     quats, locs, scales = bound.pose_now(p, f, adapter.rig.posed_matrices(arm, watch) if watch else None)
     adapter.rig.set_pose(arm, bound.rig, quats, locs, bound.keyed_locations, scales)
@@ -155,13 +156,24 @@ def paused():
             refresh()
 
 
-def release():
-    """Give back what the live preview took from every armature (``adapter.rig.release_pose``):
-    their constraints switched back on, the posed bones' channels as they were."""
-    objects = getattr(bpy.data, "objects", ())          # none while the add-on registers
-    for ob in objects:
-        if ob.type == 'ARMATURE' and adapter.rig.pose_held(ob):
-            adapter.rig.release_pose(ob)
+#: The armatures the preview holds (``adapter.rig.hold_pose``) since the last file load or undo.
+_held = []
+
+
+def release(everywhere=False):
+    """Give back what the live preview took from the armatures it holds (``adapter.rig.
+    release_pose``): their constraints switched back on, the posed bones' channels as they were;
+    ``everywhere``: from every armature with a record (after a load or an undo, a crash's
+    autosave: the record is in the file's data)."""
+    if everywhere:
+        _held[:] = [ob for ob in getattr(bpy.data, "objects", ()) if ob.type == 'ARMATURE']  # none while registering
+    for ob in _held:
+        try:
+            if adapter.rig.pose_held(ob):
+                adapter.rig.release_pose(ob)
+        except ReferenceError:                          # removed since
+            pass
+    _held.clear()
 
 
 def refresh():
@@ -190,7 +202,7 @@ def on_depsgraph_update(scene, depsgraph=None):
 @persistent
 def on_load(_dummy=None):
     clear()
-    release()                       # a crash's autosave keeps what a preview took: give it back
+    release(everywhere=True)        # a crash's autosave keeps what a preview took: give it back
     for scene in bpy.data.scenes:
         if getattr(scene, "reldesc", None) is not None and scene.reldesc.live:
             _add()
@@ -228,10 +240,11 @@ def on_undo(_dummy=None):
     """An undo brings back the data as it was (what a preview took with it, in its record), not the
     sessions, whose objects may be gone: read them again, and pose the frame."""
     clear()
-    if _live_scene() is not None:
-        refresh()
-    else:
-        release()
+    if _live_scene() is None:
+        release(everywhere=True)
+        return
+    _held[:] = [ob for ob in bpy.data.objects if ob.type == 'ARMATURE' and adapter.rig.pose_held(ob)]
+    refresh()
 
 
 def _live_scene():
@@ -247,7 +260,7 @@ def sync(scene):
         _add()
     else:
         _remove()
-        release()
+        release(everywhere=True)
 
 
 _FILE_HANDLERS = (("load_post", on_load), ("save_pre", on_save_pre), ("save_post", on_save_post),
@@ -265,5 +278,5 @@ def unregister():
         handlers = getattr(bpy.app.handlers, name)
         while fn in handlers:
             handlers.remove(fn)
-    release()
+    release(everywhere=True)
     clear()

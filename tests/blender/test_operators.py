@@ -215,6 +215,27 @@ def test_live_preview_poses_a_constrained_rig_like_the_bake_and_gives_it_back(sc
     assert np.abs(heads_over_frames(scene, arm, frames) - source).max() < 1e-6
 
 
+def test_a_file_written_while_the_preview_held_the_rig_opens_with_the_rig_given_back(scene, tmp_path):
+    # A crash's autosave does not run the save handlers: the record on the armature's data is
+    # what gives the constraints and the pose back when the file is opened.
+    scene, arm, env, bridge, beam = scene
+    con, off, head = _walker_with_constraints(arm)
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.reldesc.live(armature="Walker")
+    scene.frame_set(9)
+    assert con.mute and arm.pose.bones["Head"].rotation_quaternion[0] != pytest.approx(head[0])
+    path = str(tmp_path / "autosave_like.blend")
+    bpy.data.libraries.write(path, {scene})                       # no save_pre: written as held
+    assert bpy.ops.wm.open_mainfile(filepath=path) == {'FINISHED'}
+    arm = bpy.data.objects["Walker"]
+    assert not arm.pose.bones["LeftForeArm"].constraints[0].mute and arm.pose.bones["LeftHand"].constraints[0].mute
+    assert tuple(arm.pose.bones["Head"].rotation_quaternion) == pytest.approx(head, abs=1e-6)
+    assert not adapter.rig.pose_held(arm)
+    bpy.context.scene.frame_set(10)                               # its preview is still on: held again
+    assert arm.pose.bones["LeftForeArm"].constraints[0].mute
+    bpy.ops.reldesc.live(armature="Walker")
+
+
 def test_a_job_run_while_the_live_preview_is_on_reads_the_rig_as_its_action_plays(scene):
     # Bind plays every frame: the preview pauses (its handler does nothing, the constraints it
     # muted are back on) and poses the frame again after.

@@ -12,7 +12,9 @@ in one run on the same spells of a noisy machine. Scenes, all generated in the b
   the default bone set (deform bones); the floor raised 5 cm; baked. The baseline is Blender's
   Bake Action (``nla.bake``, visual keying, pose) of the same deform bones from the same source,
   timed in turn with our bake (medians of ``--rounds``). Live preview (``_live``): the handler's
-  time per frame while playing 60 frames, per jump after an edit, per cold jump.
+  time per frame while playing 60 frames, per jump after an edit, per cold jump; and how far the
+  deform bones it shows are from those the baked action plays (the source assigned back with
+  *Use Source*, its constraints on, as a user previews).
 - **Rigify, body**: the same rig bound with a bone collection of its deform bones outside the
   face (the joint-count table's middle point).
 - **Mixamo with fingers**: the generated walker with three bones per finger and Mixamo's names,
@@ -60,16 +62,30 @@ def _body_collection(rig):
     return "Body"
 
 
-def _live(scene, arm, frames, live, ground):
+def _live(scene, arm, frames, live, ground, baked=None):
     """Live preview, handler ms: median and max while playing 60 frames; median of 10 jumps to a
     far frame just after an edit (the ground moved 1 mm: the session and its weights stay, the
-    solved frames go); median of 10 cold jumps (the session dropped, as after loading a file)."""
+    solved frames go); median of 10 cold jumps (the session dropped, as after loading a file).
+    With ``baked`` (the adapted action's name), also how far (mm) the bones the preview shows
+    while playing are from those the baked action plays, the source assigned back with *Use
+    Source* (its constraints on: what a user who binds, edits and previews sees)."""
+    import bpy
+    import numpy as np
+    from blender_reldesc import adapter
     scene.reldesc.armature = arm
+    n = min(61, frames)
+    expected = None
+    if baked is not None:
+        adapter.assign_action(arm, bpy.data.actions[baked])
+        expected = _heads(scene, arm, range(1, 1 + n))
+        bpy.ops.reldesc.use_source(armature=arm.name)
     scene.reldesc.live = True
-    play = []
-    for f in range(1, 1 + min(61, frames)):
+    play, shown = [], []
+    for f in range(1, 1 + n):
         scene.frame_set(f)
         play.append(live.last_seconds)
+        if expected is not None:
+            shown.append(_heads(scene, arm, None))
     edited, cold = [], []
     for k in range(10):
         ground.location.z += 0.001 if k % 2 == 0 else -0.001
@@ -80,8 +96,26 @@ def _live(scene, arm, frames, live, ground):
         scene.frame_set(int(10 + (k * 53) % max(frames - 20, 1)))
         cold.append(live.last_seconds)
     scene.reldesc.live = False
+    gap = None if expected is None else 1000 * float(np.linalg.norm(np.stack(shown) - expected, axis=-1).max())
     return (1000 * statistics.median(play[1:]), 1000 * max(play[1:]), 1000 * statistics.median(edited),
-            1000 * statistics.median(cold))
+            1000 * statistics.median(cold), gap)
+
+
+def _heads(scene, arm, frames):
+    """World positions of the deform bones' heads at ``frames`` (F,B,3), or now (B,3)."""
+    import numpy as np
+    from blender_reldesc import adapter
+    deform = [i for i, b in enumerate(arm.data.bones) if b.use_deform]
+
+    def now():
+        return adapter.to_world(adapter.world_matrix(arm), adapter.read_pose(arm)[0][deform])
+    if frames is None:
+        return now()
+    out = []
+    for f in frames:
+        scene.frame_set(f)
+        out.append(now())
+    return np.stack(out)
 
 
 def _child(tree, scene_name, frames, rounds):
@@ -149,7 +183,7 @@ def _child(tree, scene_name, frames, rounds):
                write_s=rep["write_seconds"], baseline_s=statistics.median(nla),
                baseline=f"nla.bake of the {len(baked)} baked bones",
                bone_error_mean=rep["bone_length_error_mean"])
-    out["live_ms"] = _live(scene, arm, frames, live, ground)
+    out["live_ms"] = _live(scene, arm, frames, live, ground, baked=rep["action"])
     _emit(out)
 
 
@@ -201,10 +235,13 @@ def main():
             print(f"  measured {scene} on {tree}", file=sys.stderr, flush=True)
     print()
     print("| tree | scene | joints | bind s | bake s (wall) | read s | adapt s | keys s | write s | baseline | "
-          "baseline s | ours / baseline | adapt frames/s | live ms (play median / max / jump after an edit / cold jump) |")
-    print("|" + "---|" * 14)
+          "baseline s | ours / baseline | adapt frames/s | live ms (play median / max / jump after an edit / cold jump) "
+          "| live vs bake mm |")
+    print("|" + "---|" * 15)
     for r in results:
-        live = " / ".join(f"{x:.1f}" for x in r["live_ms"])
+        live = " / ".join(f"{x:.1f}" for x in r["live_ms"][:4])
+        gap = r["live_ms"][4] if len(r["live_ms"]) > 4 else None
+        live += " | " + ("-" if gap is None else f"{gap:.2f}")
         print(f"| {os.path.basename(r['tree'])} | {r['scene']} | {r['joints']} | {r['bind_s']:.2f} | {r['bake_s']:.2f} "
               f"| {r['read_s']:.2f} | {r['adapt_s']:.2f} | {r['keys_s']:.2f} | {r['write_s']:.2f} | {r['baseline']} "
               f"| {r['baseline_s']:.2f} | {r['bake_s'] / r['baseline_s']:.2f} | {r['frames'] / r['adapt_s']:.0f} "

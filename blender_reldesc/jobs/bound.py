@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -335,33 +336,34 @@ class Bound:
         rot, scale, loc = np.empty((F, B, 3, 3)), np.empty((F, B, 3)), np.empty((F, B, 3))
         absolute = self.played_outer[idx] if outer is None and self.played_outer is not None else None
         relative = None if absolute is not None else (self.outer_pose[idx] if outer is None else outer)
-        for bones, inside, parents, held, outer_i, anchors in self._levels:
-            parent = np.broadcast_to(np.eye(4), (F, len(bones), 4, 4)).copy()
-            parent[:, inside] = played[:, parents]
-            if outer_i.size:
+        for lv in self._levels:
+            bones = lv.bones
+            parent = np.empty((F, len(bones), 4, 4))
+            parent[:, lv.roots] = np.eye(4)
+            parent[:, lv.inside] = played[:, lv.parents]
+            if lv.outer.size:
                 if absolute is not None:
-                    parent[:, held] = absolute[:, outer_i]
+                    parent[:, lv.held] = absolute[:, lv.outer]
                 else:
-                    rel = relative[:, outer_i]
-                    on = anchors >= 0
-                    parent[:, held] = rel
-                    parent[:, held[on]] = played[:, anchors[on]] @ rel[:, on]
-            basis = self._inv_local[bones] @ affine_inverse(parent) @ new[:, bones]
+                    rel = relative[:, lv.outer]
+                    parent[:, lv.held] = rel
+                    if lv.anchored.size:
+                        parent[:, lv.held[lv.anchored]] = played[:, lv.anchors] @ rel[:, lv.anchored]
+            basis = lv.inv_local @ affine_inverse(parent) @ new[:, bones]
             r, sc = rotation_scale(basis[..., :3, :3])
             rot[:, bones], scale[:, bones], loc[:, bones] = r, sc, basis[..., :3, 3]
-            keyed = np.broadcast_to(np.eye(4), basis.shape).copy()
-            keyed[..., :3, :3] = r * sc[..., None, :]
-            keyed[..., :3, 3] = basis[..., :3, 3]
-            played[:, bones] = parent @ rig.local[bones] @ keyed
+            basis[..., :3, :3] = r * sc[..., None, :]                     # what the keys play
+            played[:, bones] = parent @ lv.local @ basis
         return rot, scale, loc, played
 
     @functools.cached_property
     def _levels(self):
         """The bound bones by depth, each bone after the bone it hangs from (its parent, or its
-        outside parent's anchor): per depth ``(bones, inside, parents, held, outer, anchors)``:
-        the bones; the positions among them of those whose parent is bound, and those parents;
-        the positions of those whose parent is outside, its index in ``rig.outer_names`` and its
-        anchor (-1: none). Roots are the positions in neither."""
+        outside parent's anchor). Per depth: ``bones``; the positions among them of the roots, of
+        those whose parent is bound (``inside``, and those ``parents``), and of those whose parent
+        is outside (``held``, its index in ``rig.outer_names``: ``outer``; ``anchored``: the
+        positions in ``held`` of those with an anchor, and their ``anchors``); their rest
+        matrices relative to their parents and the inverses (``local``, ``inv_local``)."""
         rig = self.rig
         inside, bones, outer, anchors = self._outer_layout
         up = np.full(len(rig.names), -1, np.int64)
@@ -384,7 +386,12 @@ class Bound:
             own = np.flatnonzero(inside[level])
             held = np.array([i for i, b in enumerate(level.tolist()) if b in where], np.int64)
             k = np.array([where[b] for b in level[held].tolist()], np.int64)
-            levels.append((level, own, rig.parents[level[own]], held, outer[k], anchors[k]))
+            anchored = np.flatnonzero(anchors[k] >= 0)
+            roots = np.setdiff1d(np.arange(len(level)), np.concatenate([own, held]))
+            levels.append(SimpleNamespace(bones=level, roots=roots, inside=own, parents=rig.parents[level[own]],
+                                          held=held, outer=outer[k], anchored=anchored,
+                                          anchors=anchors[k][anchored], local=rig.local[level],
+                                          inv_local=self._inv_local[level]))
         return levels
 
     @functools.cached_property

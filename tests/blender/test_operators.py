@@ -236,6 +236,34 @@ def test_a_file_written_while_the_preview_held_the_rig_opens_with_the_rig_given_
     bpy.ops.reldesc.live(armature="Walker")
 
 
+def test_undo_keeps_what_the_preview_holds_with_the_data_it_was_held_in(scene):
+    # The record of what the preview took lives in the armature's data, so an undo brings back
+    # flags and record together: undoing an edit made while previewing keeps the rig held and
+    # posed; undoing past the moment the preview was turned on gives the rig back whole.
+    scene, arm, env, bridge, beam = scene
+    from blender_reldesc import demo
+    _walker_with_constraints(arm)
+    head = tuple(arm.pose.bones["Head"].rotation_quaternion)
+    bpy.ops.reldesc.bind(armature="Walker", environment="Environment")
+    bpy.ops.ed.undo_push(message="bound")
+    bpy.ops.reldesc.live(armature="Walker")
+    scene.frame_set(11)
+    bpy.ops.ed.undo_push(message="previewing")
+    shown = heads_over_frames(bpy.context.scene, bpy.data.objects["Walker"], [11])
+    demo.lower_beam(beam, 0.2)
+    bpy.ops.ed.undo_push(message="beam lowered")
+    assert bpy.ops.ed.undo() == {'FINISHED'}                      # back to "previewing"
+    arm = bpy.data.objects["Walker"]
+    assert arm.pose.bones["LeftForeArm"].constraints[0].mute and adapter.rig.pose_held(arm)
+    assert np.abs(heads_over_frames(bpy.context.scene, arm, [11]) - shown).max() < 1e-6
+    assert bpy.ops.ed.undo() == {'FINISHED'}                      # back to "bound": no preview
+    arm = bpy.data.objects["Walker"]
+    assert not bpy.context.scene.reldesc.live
+    assert not arm.pose.bones["LeftForeArm"].constraints[0].mute and not adapter.rig.pose_held(arm)
+    assert tuple(arm.pose.bones["Head"].rotation_quaternion) == pytest.approx(head, abs=1e-6)
+    live.sync(bpy.context.scene)                                   # the handler goes with the setting
+
+
 def test_a_job_run_while_the_live_preview_is_on_reads_the_rig_as_its_action_plays(scene):
     # Bind plays every frame: the preview pauses (its handler does nothing, the constraints it
     # muted are back on) and poses the frame again after.

@@ -130,6 +130,31 @@ def feet_on_hills(label, carpet, fps, rows):
                     f"| {100 * pn.mean():.0f} % | {100 * (e[~pn] <= 0.02).mean() if (~pn).any() else 100:.0f} % | {warned} |")
 
 
+def feet_table(carpet):
+    """Feet on hills and paths walked to their ends (issue 35): the generated walk, its fast gait,
+    a walk and a run (both feet off the ground between steps) on generated Mixamo (fingers) and
+    Unreal (floor root, twist leaves) rigs, and the shared real walk."""
+    rows = []
+    feet_on_hills("generated walk", carpet, 30.0, rows)
+    fsk, fm = S.walk(150, speed=2.6, stride=2.2)
+    feet_on_hills("generated fast gait (2.6 m/s)", bind_carpet(fsk, fm), 30.0, rows)
+    for convention, gait in (("mixamo", "walk"), ("mixamo", "run"), ("ue", "walk"), ("ue", "run")):
+        sk, off, roles = S.convention_rig(convention)
+        speed = S.GAITS[gait]["speed"]
+        feet_on_hills(f"{convention} rig, generated {gait} ({speed} m/s)",
+                      bind_carpet(sk, S.locomotion(sk, off, roles, frames=150, gait=gait)), 30.0, rows)
+    if REAL.exists():
+        from bvh import read_bvh
+        names, parents, m, fps = read_bvh(str(REAL), scale=0.01)
+        feet_on_hills("real walk (frames 3175-3354)", bind_carpet(Skeleton(names, parents), m[3175:3355],
+                                                                    ground=0.0), fps, rows)
+    print()
+    print("| clip | path | frames walked | path covered | planted samples | on the terrain (2 cm) | median error cm "
+          "| slide m/s (ours / source) | pinned | unpinned on the terrain | warnings |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
 def signed_offset(points, line):
     """(n,) distance of ``points`` (n,2) from the polyline ``line`` (P,2), positive on its left."""
     a, b = line[:-1], line[1:]
@@ -160,12 +185,16 @@ def main(argv=None):
     ap.add_argument("--characters", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--baseline", type=int, default=10, help="characters walked one by one as the baseline")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--feet-only", action="store_true", help="only the feet-on-hills table (issue 35)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
                     help="processes to share each crowd among (walk(workers=N)); 1 is the baseline")
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     skel, motion = S.walk(150)
     carpet = bind_carpet(skel, motion)
+    if args.feet_only:
+        feet_table(carpet)
+        return
     if not args.skip_quality:
         hills = TriMesh(*S.grid(24.0, 16.0, 240, 160, origin=(-4.0, -8.0), height=S.hills(0.15, 3.0)))
         flat = TriMesh(*S.grid(24.0, 16.0, 48, 32, origin=(-4.0, -8.0)))
@@ -196,19 +225,7 @@ def main(argv=None):
             real = bind_carpet(Skeleton(names, parents), m[3175:3275], ground=0.0)
             print(quality("real walk (frames 3175-3275), curve over hills", real, curve, hills, fps))
             print(quality("real walk, 2 m radius turn, flat", real, turn, flat, fps, circle=((0.0, 2.0), 2.0)))
-        # Feet on hills and paths walked to their ends (issue 35), the generated walk and the real one.
-        rows = []
-        feet_on_hills("generated walk", carpet, 30.0, rows)
-        fsk, fm = S.walk(150, speed=2.6, stride=2.2)
-        feet_on_hills("generated fast gait (2.6 m/s)", bind_carpet(fsk, fm), 30.0, rows)
-        if REAL.exists():
-            feet_on_hills("real walk (frames 3175-3354)", bind_carpet(Skeleton(names, parents), m[3175:3355],
-                                                                        ground=0.0), fps, rows)
-        print()
-        print("| clip | path | frames walked | path covered | planted samples | on the terrain (2 cm) | median error cm "
-              "| slide m/s (ours / source) | pinned | unpinned on the terrain | warnings |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        print("\n".join(rows))
+        feet_table(carpet)
     # Crowd speed over a 50k-triangle terrain.
     F = args.frames
     length = F * carpet.speed + 1.0

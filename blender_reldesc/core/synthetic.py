@@ -552,25 +552,15 @@ def _axis_rotation(axis, angle):
     return np.eye(3) + s * K + (1 - c) * (K @ K)
 
 
-def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", speed=1.0, seed=0):
-    """Joint positions (F,J,3) of a convention rig by forward kinematics.
-
-    limbs : "bent" (elbows 20-70°, knees 5-60°), "straight" (elbows and knees
-        within 1° of straight), "hyperextended" (3-6° past straight) or
-        "twisting" (forearms and shins turning ±80° about themselves, hands
-        and feet carried off-axis).
-    speed : forward speed in m/s (0: in place, swaying).
-    Rotations are sums of sinusoids seeded by ``seed``; every bone keeps its
-    length exactly.
-    """
-    rng = np.random.default_rng(seed)
-    F, J = frames, len(skeleton)
-    t = np.arange(F) / fps
+def _posed_locals(skeleton, roles, t, limbs, rng, hz=1.0):
+    """(F,J,3,3) each joint's rotation relative to its parent at times ``t`` (``posed_motion``),
+    every wave's frequency times ``hz``."""
+    F, J = len(t), len(skeleton)
     local = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
     lateral, forward, up = np.array([0, 1.0, 0]), np.array([1.0, 0, 0]), np.array([0, 0, 1.0])
 
     def wave(amp, freq=1.0):
-        return amp * np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi))
+        return amp * np.sin(2 * np.pi * freq * hz * t + rng.uniform(0, 2 * np.pi))
 
     for j, role in enumerate(roles):
         base = role.split(".")[0]
@@ -578,7 +568,7 @@ def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", sp
             sign = 1.0 if base == "shin" else -1.0        # knees bend back (+), elbows forward (-)
             if limbs == "bent":
                 lo, hi = (np.radians(20), np.radians(70)) if base == "forearm" else (np.radians(5), np.radians(60))
-                bend = lo + (hi - lo) * (0.5 + 0.5 * np.sin(2 * np.pi * t + rng.uniform(0, 6.3)))
+                bend = lo + (hi - lo) * (0.5 + 0.5 * np.sin(2 * np.pi * hz * t + rng.uniform(0, 6.3)))
             elif limbs == "straight":
                 bend = np.radians(0.5) + wave(np.radians(0.4))
             elif limbs == "nearly_straight":
@@ -601,6 +591,24 @@ def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", sp
             local[:, j] = _axis_rotation(forward, np.radians(20) + wave(np.radians(15)))
         elif base == "hips":
             local[:, j] = _axis_rotation(up, wave(np.radians(10)))
+    return local
+
+
+def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", speed=1.0, seed=0):
+    """Joint positions (F,J,3) of a convention rig by forward kinematics.
+
+    limbs : "bent" (elbows 20-70°, knees 5-60°), "straight" (elbows and knees
+        within 1° of straight), "hyperextended" (3-6° past straight) or
+        "twisting" (forearms and shins turning ±80° about themselves, hands
+        and feet carried off-axis).
+    speed : forward speed in m/s (0: in place, swaying).
+    Rotations are sums of sinusoids seeded by ``seed``; every bone keeps its
+    length exactly.
+    """
+    rng = np.random.default_rng(seed)
+    F, J = frames, len(skeleton)
+    t = np.arange(F) / fps
+    local = _posed_locals(skeleton, roles, t, limbs, rng)
     world = np.empty_like(local)
     pos = np.zeros((F, J, 3))
     for j in skeleton.order.tolist():
@@ -618,6 +626,92 @@ def posed_motion(skeleton, offsets, roles, frames=90, fps=30.0, limbs="bent", sp
             pos[:, j] = pos[:, p] + np.einsum("fij,j->fi", world[:, p], offsets[j])
             if roles[j] == "hips":        # under a floor-level root
                 pos[:, j] += np.stack([np.zeros(F), 0.02 * np.sin(2 * np.pi * t), 0.03 * np.cos(4 * np.pi * t)], 1)
+    return pos
+
+
+def _swing_to(rest, now):
+    """(F,3,3) the smallest rotations taking unit direction ``rest`` (3,) to unit directions ``now`` (F,3)."""
+    axis = np.cross(rest, now)
+    s, c = np.linalg.norm(axis, axis=-1), now @ rest
+    k = axis / np.maximum(s, 1e-12)[:, None]
+    K = np.zeros((len(now), 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
+    K -= K.transpose(0, 2, 1)
+    return np.eye(3) + s[:, None, None] * K + (1 - c)[:, None, None] * (K @ K)
+
+
+#: Gaits for ``locomotion``: a walk (each foot down 60 % of a cycle, one always down) and a run
+#: (down 35 %: both feet off the ground twice a cycle).
+GAITS = {"walk": dict(speed=1.1, stride=0.9, stance=0.6, drop=0.08, bob=0.02, lift=0.10),
+         "run": dict(speed=2.8, stride=2.0, stance=0.35, drop=0.12, bob=0.03, lift=0.18)}
+
+
+def locomotion(skeleton, offsets, roles, frames=150, fps=30.0, gait="walk", seed=0):
+    """Joint positions (F,J,3) of a ``convention_rig`` walking or running along +X (``GAITS``) on
+    the floor its rest pose stands on, each foot planted while it is down.
+
+    The legs are placed by two-bone IK (thigh to ankle, the knee forward) on feet that land half a
+    stance's travel ahead of the hips and roll over in swing; the feet lie flat while down and
+    pitch in swing; the rest of the body moves as ``posed_motion`` (bent arms, a swaying trunk),
+    in time with the steps, as a person's arms swing with their legs.
+    Every bone keeps its length; twist leaves turn with their bone. Raises ValueError when a leg
+    cannot reach its foot (a stride too long for the rig).
+    """
+    g = GAITS[gait]
+    rng = np.random.default_rng(seed)
+    F, J = frames, len(skeleton)
+    t = np.arange(F) / fps
+    period = g["stride"] / g["speed"]
+    local = _posed_locals(skeleton, roles, t, "bent", rng, hz=1.0 / period)     # the body keeps the step's time
+    rest = np.zeros((J, 3))
+    for j in skeleton.order.tolist():
+        p = skeleton.parents[j]
+        rest[j] = offsets[j] + (rest[p] if p >= 0 else 0.0)
+    leg = {r: j for j, r in enumerate(roles) if r.split(".")[0] in ("thigh", "shin", "foot", "toe", "toe_end")}
+    step = 2 * np.pi * t / period
+    lift_hips = np.stack([g["speed"] * t, 0.02 * np.sin(step), -g["drop"] + g["bob"] * np.cos(2 * step)], 1)
+    targets, pitch = {}, {}
+    for side, shift in ((".L", 0.0), (".R", 0.5)):
+        ankle_rest = rest[leg["foot" + side]]
+        phase = (t / period + shift) % 1.0
+        cycle = np.floor(t / period + shift)
+        land = ankle_rest[0] + g["stride"] * (cycle - shift) + 0.5 * g["stance"] * g["stride"]
+        swing = np.clip((phase - g["stance"]) / (1.0 - g["stance"]), 0.0, 1.0)
+        ease = 0.5 - 0.5 * np.cos(np.pi * swing)
+        up = np.where(phase >= g["stance"], g["lift"] * np.sin(np.pi * swing), 0.0)
+        targets[side] = np.stack([land + g["stride"] * ease, np.full(F, ankle_rest[1]), ankle_rest[2] + up], 1)
+        pitch[side] = np.where(phase >= g["stance"], -np.radians(25) * np.sin(np.pi * swing), 0.0)
+    lateral = np.array([0.0, 1.0, 0.0])
+    world = np.empty((F, J, 3, 3))
+    pos = np.zeros((F, J, 3))
+    for j in skeleton.order.tolist():
+        p, role = skeleton.parents[j], roles[j]
+        base, side = role.split(".")[0], role[role.index("."):] if "." in role else ""
+        world[:, j] = local[:, j] if p < 0 else world[:, p] @ local[:, j]
+        pos[:, j] = offsets[j] if p < 0 else pos[:, p] + np.einsum("fij,j->fi", world[:, p], offsets[j])
+        if role == "hips":
+            pos[:, j] += lift_hips if p < 0 else lift_hips * np.array([0.0, 1.0, 1.0])
+        elif role == "root":
+            pos[:, j, 0] += g["speed"] * t
+        if base == "thigh":
+            shin, foot = leg["shin" + side], leg["foot" + side]
+            l1, l2 = np.linalg.norm(offsets[shin]), np.linalg.norm(offsets[foot])
+            d = targets[side] - pos[:, j]
+            dist = np.linalg.norm(d, axis=1)
+            if dist.max() > (l1 + l2) * 0.999:
+                raise ValueError(f"the legs of this rig cannot reach a {gait}'s feet (stride {g['stride']} m)")
+            u = d / dist[:, None]
+            a = np.arccos(np.clip((l1 ** 2 + dist ** 2 - l2 ** 2) / (2 * l1 * dist), -1.0, 1.0))
+            bend = np.cross(lateral, u)
+            bend /= np.linalg.norm(bend, axis=1, keepdims=True)
+            knee = pos[:, j] + l1 * (np.cos(a)[:, None] * u - np.sin(a)[:, None] * bend)
+            world[:, j] = _swing_to(offsets[shin] / l1, (knee - pos[:, j]) / l1)
+            world[:, shin] = _swing_to(offsets[foot] / l2, (targets[side] - knee) / l2)
+            local[:, shin] = np.swapaxes(world[:, j], 1, 2) @ world[:, shin]
+            local[:, foot] = np.swapaxes(world[:, shin], 1, 2) @ _axis_rotation(lateral, pitch[side])
+            for k in (leg.get("toe" + side), leg.get("toe_end" + side)):
+                if k is not None:
+                    local[:, k] = np.eye(3)
     return pos
 
 

@@ -95,6 +95,7 @@ def nearest_rotation(m):
     if len(flat) >= NEWTON_BATCH:
         size = np.sqrt(np.einsum("nij,nij->n", flat, flat))
         good = _det3(flat) > 1e-6 * size ** 3                      # well conditioned, not mirrored
+        flat, good = _completed(flat, size, good)
         rot, settled = _polar_newton(flat[good])
         idx = np.flatnonzero(good)
         out[idx[settled]] = rot[settled]
@@ -131,6 +132,32 @@ def orthonormal(m, tolerance=1e-12):
 #: the SVD: a step costs a few dozen numpy calls whatever the batch (a one-frame
 #: ``recover_rotations`` of a Rigify rig took 6.5 ms with steps, 3.9 ms with the SVD).
 NEWTON_BATCH = 256
+
+
+def _completed(flat, size, good):
+    """(flat, good) with the matrices not ``good`` (of rank 2: children on a plane, as a hip's
+    spine and thighs; or mirrored) that can be, completed for the Newton steps: ``m + C / |m|``,
+    ``C`` the cofactor matrix, has m's singular vectors, and its least singular value turns to
+    the sign the proper rotation needs (``C = det(U) det(V) diag(s2 s3, s1 s3, s1 s2)`` in them),
+    so its polar factor is the SVD's answer for ``m``; those whose completion is not well
+    conditioned either (rank 1, or two least singular values alike) stay with the SVD. A crowd's
+    twist limits sent 161k hip and chest covariances of rank 2 to the SVD (0.36 s)."""
+    bad = np.flatnonzero(~good & (size > 0))
+    if not bad.size:
+        return flat, good
+    m = flat[bad]
+    rows = m[:, 0], m[:, 1], m[:, 2]
+    cof = np.stack([cross(rows[1], rows[2]), cross(rows[2], rows[0]), cross(rows[0], rows[1])], axis=1)
+    done = m + cof / size[bad, None, None]
+    new_size = np.sqrt(np.einsum("nij,nij->n", done, done))
+    ok = _det3(done) > 1e-6 * new_size ** 3
+    if not ok.any():
+        return flat, good
+    flat = flat.copy()
+    flat[bad[ok]] = done[ok]
+    good = good.copy()
+    good[bad[ok]] = True
+    return flat, good
 
 
 def _det3(a):

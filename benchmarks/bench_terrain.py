@@ -1,8 +1,9 @@
 """Feet on sculpted ground under the real clips (issue 36, point 2), the core alone.
 
-    .venv/bin/python benchmarks/bench_terrain.py [--frames 600] [--heights 0.1 0.2 0.3]
+    .venv/bin/python benchmarks/bench_terrain.py [--frames 600] [--starts 0] [--heights 0.1 0.2 0.3]
 
-Per clip in ../shared/data/real: the clip bound over a flat floor (a 0.1 m grid), then the floor
+Per clip in ../shared/data/real and stretch of it (``--frames`` frames from each of ``--starts``,
+the stretches a clip has): the clip bound over a flat floor (a 0.1 m grid), then the floor
 sculpted after binding with a smooth Gaussian bump or dip (sigma 0.5 m) of each height, placed
 three ways against the planted feet of the clip's middle: its crest under a planted foot
 (``crest``), 0.5 m beside it so the foot stands on the slope (``slope``), and 1 sigma along the
@@ -74,18 +75,22 @@ def measure(binding, motion, V, T, z0, feet, plant, ground_at):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=600)
+    ap.add_argument("--starts", type=int, nargs="+", default=[0], help="first frames of the stretches")
     ap.add_argument("--heights", type=float, nargs="+", default=[0.1, 0.2, 0.3])
     args = ap.parse_args(argv)
     clips = sorted(DATA.glob("*.bvh"))
     if not clips:
         print(f"no clips in {DATA}: nothing to measure")
         return 0
-    print("| clip | edit | placement | planted samples | within 2 cm | on the edit | within 2 cm there "
+    print("| clip, frames | edit | placement | planted samples | within 2 cm | on the edit | within 2 cm there "
           "| frames with a joint > 1 cm inside | adapt s |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for path in clips:
+    for path, start in ((p, s) for p in clips for s in args.starts):
         names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
-                                               max_frames=args.frames)
+                                               max_frames=start + args.frames)
+        motion = motion[start:]
+        if len(motion) < args.frames:
+            continue                                     # the clip is shorter
         skel = Skeleton(names, parents)
         z0 = float(motion[..., 2].min()) - 0.01
         V, T = floor(motion, z0)
@@ -100,7 +105,7 @@ def main(argv=None):
                     rows.append((f"{kind} {h:.2f} m", name,
                                  measure(binding, motion, V, T, z0, feet, plant, shape(centre, sign * h))))
         for edit, where, (n, kept, n_there, kept_there, inside, s) in rows:
-            print(f"| {path.name} | {edit} | {where} | {n} | {100 * kept:.1f} % | {n_there} | "
+            print(f"| {path.name}, {start}-{start + len(motion) - 1} | {edit} | {where} | {n} | {100 * kept:.1f} % | {n_there} | "
                   f"{100 * kept_there:.1f} % | {inside} | {s:.1f} |", flush=True)
     return 0
 

@@ -75,6 +75,24 @@ def planted(motion, feet, fps):
     return (v < 0.5) & low
 
 
+def sculpted(binding, motion, V, T, z0, feet, plant, ground_at, inside):
+    """Adapt over the floor ``V, T`` (bound flat at ``z0``) raised by ``ground_at(xy)`` after binding:
+    ``(positions, seconds, row)``, the row ``(planted samples, share of them within 2 cm of the
+    sculpted floor + their source height, samples where the edit moved the floor more than 2 cm,
+    the share within 2 cm there, frames with a joint more than ``inside`` below the floor)``."""
+    bumped = V.copy()
+    bumped[:, 2] += ground_at(V[:, :2])
+    t = time.perf_counter()
+    P = adapt(binding, TriMesh(bumped, T)).positions
+    seconds = time.perf_counter() - t
+    error = np.abs(P[:, feet, 2] - motion[:, feet, 2] - ground_at(P[:, feet, :2]))
+    touched = plant & (np.abs(ground_at(motion[:, feet, :2])) > 0.02)
+    there = error[touched] <= 0.02
+    below = (P[..., 2] < z0 + ground_at(P[..., :2]) - inside).any(axis=1)
+    return P, seconds, (int(plant.sum()), float((error[plant] <= 0.02).mean()), int(touched.sum()),
+                        float(there.mean()) if there.size else float("nan"), int(below.sum()))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=600)
@@ -156,21 +174,9 @@ def main(argv=None):
         def hill(xy):
             return 0.25 * np.exp(-np.sum((xy - centre_xy) ** 2, axis=-1) / (2 * 0.5 ** 2))
 
-        bumped = V.copy()
-        bumped[:, 2] += hill(V[:, :2])
-        t = time.perf_counter()
-        result = adapt(binding, TriMesh(bumped, T))
-        bump_s = time.perf_counter() - t
-        P = result.positions
-        want = motion[:, feet, 2] + hill(P[:, feet, :2])
-        kept = np.abs(P[:, feet, 2] - want)[plant] <= 0.02
-        on_hill = plant & (hill(motion[:, feet, :2]) > 0.02)
-        kept_hill = np.abs(P[:, feet, 2] - want)[on_hill] <= 0.02
-        ground = z0 + hill(P[..., :2])
-        below = (P[..., 2] < ground - 0.005).any(axis=1)
-        bump_rows.append((path.name, int(plant.sum()), float(kept.mean()), int(on_hill.sum()),
-                          float(kept_hill.mean()) if kept_hill.size else float("nan"), int(below.sum()),
-                          float(np.linalg.norm(np.diff(P, 2, axis=0), axis=-1).max() / acc_src), bump_s))
+        P, bump_s, row = sculpted(binding, motion, V, T, z0, feet, plant, hill, 0.005)
+        bump_rows.append((path.name, *row, float(np.linalg.norm(np.diff(P, 2, axis=0), axis=-1).max() / acc_src),
+                          bump_s))
 
         # Morphology: shins (knee -> ankle bones) 15 % longer and shorter.
         src = skel.bone_lengths(motion).mean(axis=0)

@@ -337,8 +337,9 @@ def release_pose(arm):
             if con is not None and con.mute:
                 con.mute = False
                 restored += 1
-        here = [i for i, n in enumerate(names) if pbs.get(n) is not None]
-        index = np.array([pbs.find(names[i]) for i in here], np.int64)
+        found = np.array([pbs.find(n) for n in names], np.int64)
+        here = np.flatnonzero(found >= 0)                       # bones renamed or removed since: skipped
+        index = found[here]
         if index.size:
             _, whole = _channels(arm, index)
             for prop, k in _CHANNELS:

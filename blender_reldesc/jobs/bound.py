@@ -325,8 +325,8 @@ class Bound:
         non-uniform scale) that keys cannot hold; keying each bone against the parent Blender
         will actually play keeps every bone's head and tail where the adaptation put them
         (see ``rotation_scale``) instead of letting the loss pile up down the chain. The bones of
-        one depth go together (``_levels``): a Rigify rig's 160 bones are 8 steps, not 160 (a live
-        frame's 37 ms became 4).
+        one depth go together (``_levels``): a Rigify rig's 160 bones are 8 steps, not 160 (one
+        frame, measured: 23-38 ms bone by bone, 3.3-4.4 ms by depth).
         """
         idx = slice(None) if frames is None else frames
         new = self.adapted_pose(positions, frames)
@@ -369,16 +369,10 @@ class Bound:
         up = np.full(len(rig.names), -1, np.int64)
         up[inside] = rig.parents[inside]
         up[bones] = anchors
-        depth = np.full(len(rig.names), -1, np.int64)
-        for b in range(len(rig.names)):
-            chain = [b]
-            while up[chain[-1]] >= 0 and depth[chain[-1]] < 0:
-                chain.append(int(up[chain[-1]]))
-            base = depth[chain[-1]] if depth[chain[-1]] >= 0 else 0
-            if depth[chain[-1]] < 0:
-                depth[chain[-1]] = 0
-            for k, c in enumerate(reversed(chain[:-1]), start=1):
-                depth[c] = base + k
+        depth = np.zeros(len(rig.names), np.int64)
+        for b in rig.order.tolist():                     # both are Blender ancestors: parents first
+            if up[b] >= 0:
+                depth[b] = depth[up[b]] + 1
         where = {int(b): i for i, b in enumerate(bones.tolist())}
         levels = []
         for d in range(int(depth.max()) + 1 if len(depth) else 0):
@@ -451,12 +445,17 @@ class Bound:
         return carried(affine_inverse(self.frame_to_armature[idx]), joints)
 
     @functools.cached_property
+    def _anchored(self):
+        """(O,) bool: which outside parents have a bound anchor."""
+        return np.array([self.rig.anchors[n] >= 0 for n in self.rig.outer_names], bool)
+
+    @functools.cached_property
     def outer_watch(self):
         """The bones the live preview reads back at each frame (``pose_now``): the outside parents,
         then the bound anchors of those that have one."""
         rig = self.rig
-        anchored = [rig.names[rig.anchors[n]] for n in rig.outer_names if rig.anchors[n] >= 0]
-        return list(rig.outer_names) + anchored
+        return list(rig.outer_names) + [rig.names[rig.anchors[n]] for n, on in zip(rig.outer_names, self._anchored)
+                                        if on]
 
     def pose_now(self, positions, frame, matrices=None):
         """(quaternions (B,4), locations (B,3), scales (B,3)) that pose the bones on adapted world
@@ -469,9 +468,7 @@ class Bound:
         if matrices is not None and len(self.rig.outer_names):
             O = len(self.rig.outer_names)
             outer = np.array(matrices[:O], float)
-            rig = self.rig
-            on = np.array([rig.anchors[n] >= 0 for n in rig.outer_names], bool)
-            outer[on] = affine_inverse(np.asarray(matrices[O:], float)) @ outer[on]
+            outer[self._anchored] = affine_inverse(np.asarray(matrices[O:], float)) @ outer[self._anchored]
             outer = outer[None]
         rot, scale, loc, _ = self.keyable_basis(np.asarray(positions)[None], np.array([frame]), outer)
         return quat_from_matrix(rot[0]), loc[0], scale[0]

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import constants as C
 from .descriptors.binding import Binding, _check_mesh_frames
+from .descriptors.clearance import keep_clearance
 from .errors import InputError, TopologyError
 from .geometry import TriMesh
 from .geometry import Collider
@@ -214,6 +215,9 @@ class Rig:
         # Targets that jump where the source does not are eased (``smooth_jumps``; on by default),
         # on the scale of the source's largest frame-to-frame joint step.
         self.jump_guard = bool(self.solver_options.pop("jump_guard", True))
+        # Joints near a sculpted surface keep their source distance from it (``descriptors.clearance``;
+        # on by default, ``keep_clearance=False`` gives Eq. 2's targets as they are).
+        self.keep_clearance = bool(self.solver_options.pop("keep_clearance", True))
         self.source_step = float(np.linalg.norm(np.diff(motion, axis=0), axis=-1).max()) if F > 1 else 0.0
         self.unbound = {}
 
@@ -312,6 +316,8 @@ class Rig:
         b = self.binding
         frames = np.arange(b.frame_count) if frames is None else np.asarray(frames, dtype=np.int64)
         targets, affinity = b.targets(mesh, frames, self.influence, replace)
+        if self.keep_clearance and replace is None:
+            keep_clearance(b, mesh, frames, targets)
         kept = []                                       # (frame rows, joints, targets) held as they are
         for e in self.embeddings:                       # moved contacts, eased in and out
             inside = np.isin(frames, e.frames)
@@ -791,6 +797,11 @@ class _TrunkModel:
             for j in skeleton.order.tolist():
                 if skeleton.parents[j] in lower:
                     lower.add(j)
+            # Nor what the hips hang from (a floor-level root bone, as Unreal's): it stays on the floor.
+            up_from = int(skeleton.parents[root])
+            while up_from >= 0:
+                lower.add(up_from)
+                up_from = int(skeleton.parents[up_from])
             body = np.array([j for j in range(len(skeleton)) if j not in lower], np.int64)
         return cls(chain, {a: np.array(js, np.int64) for a, js in carried.items()}, up, forward, body_height,
                    legs, body)
@@ -811,9 +822,10 @@ class _TrunkModel:
     def reach_feet(self, motion, targets, affinity, lengths):
         """Lower the body (every joint but the legs below the hip joints) where a foot in contact
         is out of its leg's reach: on a sculpted bump the descriptors lift the hips with the
-        terrain's mean, and the foot on the lower side could only hang. Weighted by the ankle's
-        affinity, so a swinging foot does not pull the body down. A reachable foot (any edit
-        that keeps the legs' reach, a rigid edit, no edit) changes nothing."""
+        terrain's mean, and the foot on the lower side could only hang. Weighted by the affinity of
+        the foot's joints (the ankle and those below it), so a swinging foot does not pull the
+        body down. A reachable foot (any edit that keeps the legs' reach, a rigid edit, no edit)
+        changes nothing."""
         if self.legs is None or not self.legs.chains:
             return
         m, t = motion, targets
@@ -831,7 +843,9 @@ class _TrunkModel:
             vd = np.einsum("fd,fd->f", v, down)
             disc = vd * vd - np.einsum("fd,fd->f", v, v) + reach * reach
             x = np.where(disc >= 0, -vd - np.sqrt(np.maximum(disc, 0.0)), -vd)
-            w = np.clip((affinity[:, ankle] - C.REACH_AFFINITY_FROM) / C.REACH_AFFINITY_RAMP, 0.0, 1.0)
+            # In contact as much as the foot's most affine joint (a heel lifting off, a toe still down).
+            foot = [k for k, path in zip(self.legs.feet.tolist(), self.legs.paths) if ankle in path]
+            w = np.clip((affinity[:, foot].max(axis=1) - C.REACH_AFFINITY_FROM) / C.REACH_AFFINITY_RAMP, 0.0, 1.0)
             drop = np.maximum(drop, np.where(over, np.maximum(x, 0.0) * w * w * (3 - 2 * w), 0.0))
         if down is not None:
             t[:, self.body] += (drop[:, None] * down)[:, None]
@@ -921,7 +935,8 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         after frame instead of in batched segments); ``limits=None`` switches
         the joint limits off (bend and twist), ``hinges=None`` the hinge
         reflection, ``share_compression=False`` the ducking stage (on by
-        default).
+        default), ``keep_clearance=False`` the clearance kept from sculpted
+        surfaces (``descriptors.clearance``; on by default).
     progress : optional callable ``(done, total)``; returning False cancels.
     hinges : optional {joint name: "AUTO" | "ON" | "OFF"}: hinges are found
         from the motion (AUTO); ON forces a joint to be a hinge, OFF never.

@@ -56,6 +56,26 @@ SEGMENT_TOLERANCE = 2e-6
 #: generated Mixamo hand's fingers also took another hinge branch on one frame of a 300-frame
 #: duck in the batched solve than in the sequential one (``tests/test_batched.py``).
 CLUSTER_CHILDREN = 10
+#: Sculpted surfaces (``descriptors.clearance``, a departure): a joint within
+#: CLEARANCE_FULL_FRACTION body heights (10 cm on a 1.7 m body: an ankle, a toe, a hand on a
+#: table) of the bind-time surface keeps its source distance from the surface now, fading out by
+#: CLEARANCE_FADE_FRACTION (20 cm: a swinging foot a little, a knee not). Eq. 2 is first order in
+#: the surface's shape; a 0.3 m bump of sigma 0.5 m left feet 2-2.5 cm off over its crest.
+CLEARANCE_FULL_FRACTION = 0.08
+CLEARANCE_FADE_FRACTION = 0.14
+#: A target whose distance from the surface is off by more than CLEARANCE_MISMATCH_FULL_FRACTION
+#: body heights (5 cm; curvature leaves a few centimetres) is corrected less, and from
+#: CLEARANCE_MISMATCH_FADE_FRACTION (10 cm) not at all: the surface under the joint changed more
+#: than its shape (a stone moved away), which the contacts handle.
+CLEARANCE_MISMATCH_FULL_FRACTION = 0.03
+CLEARANCE_MISMATCH_FADE_FRACTION = 0.06
+#: The surface a joint keeps its clearance from must be the one it had in the source: the closest
+#: point now, taken back to the bind-time surface, within CLEARANCE_DRIFT_FULL_FRACTION body heights
+#: (5 cm: an ankle 10 cm over a 20 degree slope finds its closest point 3.4 cm aside) of the
+#: source's closest point, fading out by CLEARANCE_DRIFT_FADE_FRACTION (10 cm). A foot swinging
+#: past where a stone was finds the ground or another stone closest: left as Eq. 2 has it.
+CLEARANCE_DRIFT_FULL_FRACTION = 0.03
+CLEARANCE_DRIFT_FADE_FRACTION = 0.06
 #: Affinity floor in Eq. 11 so that two joints of affinity 0 share a correction.
 AFFINITY_FLOOR = 1e-3
 #: Static solve of the first frame stops when no joint moves more than this

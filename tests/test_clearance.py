@@ -1,0 +1,132 @@
+"""Joints near a sculpted surface keep their clearance from it (``descriptors.clearance``, issue 36).
+
+Walks generated on rigs of four conventions over a floor sculpted after binding with bumps and
+dips of 0.1-0.3 m placed under a planted foot (the crest), beside it (the slope) and ahead of it
+(the edge); the correction is exact where nothing changed shape, and its distances agree with
+brute force.
+"""
+
+import numpy as np
+import pytest
+
+from blender_reldesc.core import TriMesh, adapt, bind
+from blender_reldesc.core import synthetic as S
+from blender_reldesc.core.adaptation import Rig
+from blender_reldesc.core.descriptors.clearance import source_clearance
+from blender_reldesc.core.geometry.triangles import closest_point_on_triangles
+
+from core_helpers import random_rotation
+
+SIGMA = 0.5
+
+
+def _walk(convention, frames=120):
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=frames)
+    lo, hi = motion.reshape(-1, 3).min(0), motion.reshape(-1, 3).max(0)
+    z0 = lo[2] - 0.01
+    V, T = S.grid(hi[0] - lo[0] + 3.0, hi[1] - lo[1] + 3.0, int((hi[0] - lo[0] + 3.0) / 0.1),
+                  int((hi[1] - lo[1] + 3.0) / 0.1), origin=(lo[0] - 1.5, lo[1] - 1.5), z=z0)
+    feet = [j for j, r in enumerate(roles) if r.split(".")[0] in ("foot", "toe")]
+    speed = np.linalg.norm(np.gradient(motion[:, feet], axis=0), axis=-1) * 30.0
+    plant = (speed < 0.5) & (motion[:, feet, 2] - motion[:, feet, 2].min(axis=0) < 0.05)
+    return sk, roles, motion, V, T, z0, feet, plant
+
+
+def _hill(centre, height, sigma=SIGMA):
+    def at(xy):
+        return height * np.exp(-np.sum((xy - centre) ** 2, axis=-1) / (2 * sigma ** 2))
+    return at
+
+
+def _placements(motion, feet, plant):
+    F = len(motion)
+    frames = np.flatnonzero(plant.any(axis=1))
+    f = int(frames[np.argmin(np.abs(frames - F // 2))])
+    foot = motion[f, feet[int(np.flatnonzero(plant[f])[0])], :2]
+    return {"crest": foot, "slope": foot + [0.0, 0.5], "edge": foot + [SIGMA, 0.0]}
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue"])
+def test_planted_feet_follow_bumps_and_dips_wherever_they_are(convention):
+    """≥ 99 % of planted samples within 2 cm of the sculpted floor + their source height and no
+    joint more than 1 cm inside, for bumps and dips of 0.1-0.3 m at the crest, the slope and the
+    edge; the unedited floor gives the source."""
+    sk, roles, motion, V, T, z0, feet, plant = _walk(convention)
+    binding = bind(sk, motion, TriMesh(V, T))
+    assert np.abs(adapt(binding, TriMesh(V.copy(), T)).positions - motion).max() < 1e-9
+    worst = []
+    for where, centre in _placements(motion, feet, plant).items():
+        for height in (0.1, -0.3, 0.3):
+            g = _hill(centre, height)
+            edited = V.copy()
+            edited[:, 2] += g(V[:, :2])
+            P = adapt(binding, TriMesh(edited, T)).positions
+            err = np.abs(P[:, feet, 2] - motion[:, feet, 2] - g(P[:, feet, :2]))[plant]
+            inside = (P[..., 2] < z0 + g(P[..., :2]) - 0.01).any(axis=1)
+            worst.append(((err <= 0.02).mean(), where, height, int(inside.sum())))
+    assert plant.sum() > 100
+    assert min(w[0] for w in worst) >= 0.99, sorted(worst)[:3]
+    assert all(w[3] == 0 for w in worst), [w for w in worst if w[3]]
+
+
+def test_without_the_correction_the_crest_misses_it_fixes():
+    """The error the correction is for: Eq. 2 alone leaves planted feet off on a 0.3 m crest (first
+    order in the surface's shape), the correction brings them back."""
+    sk, roles, motion, V, T, z0, feet, plant = _walk("bvh")
+    binding = bind(sk, motion, TriMesh(V, T))
+    g = _hill(_placements(motion, feet, plant)["crest"], 0.3, sigma=0.35)
+    edited = V.copy()
+    edited[:, 2] += g(V[:, :2])
+    mesh = TriMesh(edited, T)
+    off = []
+    for options in ({"keep_clearance": False}, {}):
+        t = Rig(binding, solver_options=options).targets(mesh)[0]
+        off.append(np.abs(t[:, feet, 2] - motion[:, feet, 2] - g(t[:, feet, :2]))[plant])
+    # Measured: the largest miss 11.4 -> 6.6 mm (what is left is vertical against normal distance on
+    # the slope: the ankle keeps its distance along the surface's normal), the median 0.77 -> 0.26 mm.
+    assert off[0].max() > 0.01                        # the first-order miss is there ...
+    assert off[1].max() < 0.7 * off[0].max() and np.median(off[1]) < 0.5 * np.median(off[0])   # ... and less
+
+
+def test_rigid_moves_of_the_floor_leave_the_correction_out():
+    """A lifted, turned or tilted floor moves the walk rigidly with or without the correction: the
+    distances it keeps do not change under a rigid move."""
+    sk, roles, motion, V, T, z0, feet, plant = _walk("mixamo", frames=60)
+    binding = bind(sk, motion, TriMesh(V, T))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        R, shift = random_rotation(rng), rng.normal(size=3)
+        mesh = TriMesh(V @ R.T + shift, T)
+        on = Rig(binding).targets(mesh)[0]
+        off = Rig(binding, solver_options={"keep_clearance": False}).targets(mesh)[0]
+        assert np.abs(on - off).max() < 1e-9
+        assert np.abs(on - (motion @ R.T + shift)).max() < 1e-9
+
+
+def test_source_clearance_is_the_distance_to_the_closest_triangle():
+    """The kept distances (the fast search) agree with brute force over every triangle, signed
+    by the side of the surface; joints beyond the band get none."""
+    sk, roles, motion, V, T, z0, feet, plant = _walk("ue", frames=30)
+    V = V.copy()
+    V[:, 2] += 0.05 * np.sin(3 * V[:, 0]) * np.cos(2 * V[:, 1])          # not flat: any surface
+    binding = bind(sk, motion, TriMesh(V, T))
+    frames = np.arange(0, 30, 7)
+    got, kept_foot = source_clearance(binding, frames)
+    p = motion[frames].reshape(-1, 3)
+    a, b, c = (V[T[:, k]] for k in range(3))
+    best, where = np.full(len(p), np.inf), np.zeros((len(p), 3))
+    for i, q in enumerate(p):
+        bary = closest_point_on_triangles(np.repeat(q[None], len(T), 0), a, b, c)
+        foot = bary[:, :1] * a + bary[:, 1:2] * b + bary[:, 2:] * c
+        d = np.linalg.norm(q - foot, axis=1)
+        k = int(np.argmin(d))
+        n = np.cross(b[k] - a[k], c[k] - a[k])
+        best[i] = d[k] * (1.0 if np.dot(q - foot[k], n) >= 0 else -1.0)
+        where[i] = foot[k]
+    got = got.reshape(-1)
+    near = np.abs(best) < 0.1 * binding.body_height
+    assert near.sum() > 20
+    assert np.allclose(got[near], best[near], atol=1e-9)
+    assert np.allclose(kept_foot.reshape(-1, 3)[near], where[near], atol=1e-9)
+    assert np.all(np.isinf(got[np.abs(best) > 0.2 * binding.body_height]))

@@ -26,7 +26,7 @@ import blender_reldesc  # noqa: E402
 from blender_reldesc import jobs  # noqa: E402
 from blender_reldesc.viewport import live  # noqa: E402
 
-from blender_scenes import REAL, real_scene, sculpt, synthetic_scene  # noqa: E402
+from blender_scenes import REAL, build_ik_rig, real_scene, sculpt, synthetic_scene  # noqa: E402
 
 
 def _action_fcurves(arm):
@@ -128,48 +128,6 @@ def bump(ob, centre, height=0.25, radius=0.7):
     co[:, 2] += height * np.exp(-r2 / radius ** 2)
     me.vertices.foreach_set("co", co.ravel())
     me.update()
-
-
-def build_ik_rig(scene, arm, ground):
-    """What a competent user builds instead: leg IK to Empties projected onto the terrain by
-    Shrinkwrap, the hips lowered with the lower foot by a driver. A copy of the armature keeps
-    playing the source; each foot's Empty copies the source foot and adds the terrain height
-    under it (a second Empty, shrinkwrapped down onto the terrain)."""
-    src = arm.copy()
-    src.name = arm.name + "_source"
-    scene.collection.objects.link(src)
-
-    def empty(name):
-        ob = bpy.data.objects.new(name, None)
-        scene.collection.objects.link(ob)
-        return ob
-
-    grounds = []
-    for side in ("Left", "Right"):
-        under = empty(side + "Ground")
-        c = under.constraints.new('COPY_LOCATION')
-        c.target, c.subtarget = src, side + "Foot"
-        w = under.constraints.new('SHRINKWRAP')
-        w.target, w.shrinkwrap_type, w.project_axis, w.use_project_opposite = ground, 'PROJECT', 'NEG_Z', True
-        goal = empty(side + "FootGoal")
-        c = goal.constraints.new('COPY_LOCATION')
-        c.target, c.subtarget = src, side + "Foot"
-        c = goal.constraints.new('COPY_LOCATION')
-        c.target, c.use_x, c.use_y, c.use_offset = under, False, False, True
-        ik = arm.pose.bones[side + "Leg"].constraints.new('IK')
-        ik.target, ik.chain_count = goal, 2
-        grounds.append(under)
-    lower = empty("HipsOffset")
-    fc = lower.driver_add("location", 2)
-    fc.driver.type = 'SCRIPTED'
-    for name, ob in zip("lr", grounds):
-        var = fc.driver.variables.new()
-        var.name, var.type = name, 'TRANSFORMS'
-        var.targets[0].id, var.targets[0].transform_type, var.targets[0].transform_space = ob, 'LOC_Z', 'WORLD_SPACE'
-    fc.driver.expression = "min(l, r)"
-    c = arm.pose.bones["Hips"].constraints.new('COPY_LOCATION')
-    c.target, c.use_x, c.use_y, c.use_offset = lower, False, False, True
-    c.target_space = c.owner_space = 'WORLD'
 
 
 def trim_action(arm, frames, start=1):

@@ -130,3 +130,33 @@ def test_source_clearance_is_the_distance_to_the_closest_triangle():
     assert np.allclose(got[near], best[near], atol=1e-9)
     assert np.allclose(kept_foot.reshape(-1, 3)[near], where[near], atol=1e-9)
     assert np.all(np.isinf(got[np.abs(best) > 0.2 * binding.body_height]))
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_leg_stretched_by_a_crest_gets_a_knee_target_its_bones_reach(convention):
+    """Where the targets ask a leg to reach farther than the source does, the knee's target sits
+    at the thigh's length from the hip's target and the shin's from the ankle's (the solver's
+    compromise with a knee bent as in the source left an ankle 2 cm short); elsewhere the
+    knee keeps Eq. 2's target."""
+    sk, roles, motion, V, T, z0, feet, plant = _walk(convention)
+    binding = bind(sk, motion, TriMesh(V, T))
+    g = _hill(_placements(motion, feet, plant)["crest"], 0.3)
+    edited = V.copy()
+    edited[:, 2] += g(V[:, :2])
+    rig = Rig(binding)
+    t = rig.targets(TriMesh(edited, T), guard=False)[0]          # before jumps are eased
+    H = binding.body_height
+    stretched = 0
+    for hip, knee, ankle, bones in rig.trunk.legs.chains:
+        thigh = np.linalg.norm(motion[:, knee] - motion[:, hip], axis=-1)
+        shin = np.linalg.norm(motion[:, ankle] - motion[:, knee], axis=-1)
+        d = np.linalg.norm(t[:, ankle] - t[:, hip], axis=-1)
+        src = np.linalg.norm(motion[:, ankle] - motion[:, hip], axis=-1)
+        full = (d > src + 0.02 * H) & (d < thigh + shin)
+        stretched += int(full.sum())
+        assert np.allclose(np.linalg.norm(t[full, knee] - t[full, hip], axis=-1), thigh[full], atol=1e-9)
+        assert np.allclose(np.linalg.norm(t[full, ankle] - t[full, knee], axis=-1), shin[full], atol=1e-9)
+    assert stretched > 0
+    # No edit: Eq. 2's knees (the source's).
+    same = rig.targets(TriMesh(V.copy(), T))[0]
+    assert np.abs(same - motion).max() < 1e-9

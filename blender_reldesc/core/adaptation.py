@@ -346,6 +346,7 @@ class Rig:
                 self.trunk.reach_feet(b.motion[frames], targets, affinity, self.lengths[frames])
             self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames],
                                          hold_hips=bool(has[self.trunk.chain[0]]))
+            self.trunk.place_knees(b.motion[frames], targets, self.lengths[frames])
             targets[:, has] = held
         affinity[:, has] = self.override[has]
         if guard and self.jump_guard and len(frames) > 2 and np.all(np.diff(frames) == 1):
@@ -680,6 +681,17 @@ def _facing(skeleton, motion, chain, rep, kids, up, body_height):
     return fwd if vote >= 0 else -fwd
 
 
+def _turn(a, b):
+    """(n,3,3) the smallest rotations taking directions ``a`` (n,3) to ``b`` (n,3)."""
+    a = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-300)
+    b = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-300)
+    v, c = np.cross(a, b), np.einsum("nd,nd->n", a, b)
+    K = np.zeros((len(a), 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    K -= K.transpose(0, 2, 1)
+    return np.eye(3) + K + np.einsum("nij,njk->nik", K, K) / np.maximum(1.0 + c, 1e-12)[:, None, None]
+
+
 def _any_perpendicular(v):
     helper = np.where(np.abs(v[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
     return np.cross(v, helper)
@@ -849,6 +861,59 @@ class _TrunkModel:
             drop = np.maximum(drop, np.where(over, np.maximum(x, 0.0) * w * w * (3 - 2 * w), 0.0))
         if down is not None:
             t[:, self.body] += (drop[:, None] * down)[:, None]
+
+    def place_knees(self, motion, targets, lengths):
+        """Put each knee's target where the leg's bones reach from its hip's target to its ankle's
+        (two-bone IK in the plane of the knee's own target) where the targets ask the leg to
+        stretch further than the source does: the descriptors place a knee as the source bends
+        it, and a foot on a crest then asks for a longer leg than that knee target fits; the
+        solver's compromise left a planted ankle 2 cm short on a real walk. Blended in as the
+        hip-to-ankle distance grows past the source's (fully ``KNEE_IK_FRACTION`` body heights
+        past it), so where it does not (no edit, a rigid one, a leg that folds: a duck, a dip,
+        which the solver's hinges fold) nothing changes. The joints between the hip and the knee
+        (a split thigh) turn with the thigh, those between the knee and the ankle with the shin.
+        """
+        if self.legs is None:
+            return
+        H = self.body_height
+        for hip, knee, ankle, bones in self.legs.chains:
+            m, t = motion, targets
+            thigh = np.linalg.norm(m[:, knee] - m[:, hip], axis=-1)
+            shin = np.linalg.norm(m[:, ankle] - m[:, knee], axis=-1)
+            upper = [j for j in bones if j != knee and j != ankle and bones.index(j) < bones.index(knee)]
+            lower = [j for j in bones if j != ankle and bones.index(j) > bones.index(knee)]
+            scale = lengths[:, bones].sum(axis=1) / np.maximum(np.linalg.norm(np.diff(
+                m[:, [hip] + list(bones)], axis=1), axis=-1).sum(axis=1), 1e-300)
+            a, b = thigh * scale, shin * scale
+            v = t[:, ankle] - t[:, hip]
+            d = np.linalg.norm(v, axis=-1)
+            src = np.linalg.norm(m[:, ankle] - m[:, hip], axis=-1) * scale
+            w = np.clip((d - src) / (C.KNEE_IK_FRACTION * H), 0.0, 1.0)
+            rows = np.flatnonzero(w > 0)
+            if not rows.size:
+                continue
+            v, d, a, b, w = v[rows], d[rows], a[rows], b[rows], w[rows]
+            u = v / np.maximum(d, 1e-300)[:, None]
+            k0 = t[rows, knee]
+            side = k0 - t[rows, hip]
+            side -= np.einsum("nd,nd->n", side, u)[:, None] * u
+            n = np.linalg.norm(side, axis=-1)
+            ok = n > 1e-9 * H
+            side = np.where(ok[:, None], side / np.maximum(n, 1e-300)[:, None], 0.0)
+            reach = np.minimum(d, a + b)
+            x = (a * a - b * b + reach * reach) / np.maximum(2 * reach, 1e-300)
+            y = np.sqrt(np.maximum(a * a - x * x, 0.0))
+            k1 = t[rows, hip] + x[:, None] * u + y[:, None] * side
+            k1 = np.where(ok[:, None], k1, k0)
+            new = k0 + w[:, None] * (k1 - k0)
+            for js, pivot_old, pivot_new, end_old, end_new in (
+                    (upper, t[rows, hip], t[rows, hip], k0, new),
+                    (lower, k0, new, t[rows, ankle], t[rows, ankle])):
+                if js:
+                    R = _turn(end_old - pivot_old, end_new - pivot_new)
+                    for j in js:
+                        t[rows, j] = pivot_new + np.einsum("nij,nj->ni", R, t[rows, j] - pivot_old)
+            t[rows, knee] = new
 
     def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False):
         """Move ``targets`` (n,J,3) and raise ``affinity`` (n,J) in place where the trunk is

@@ -177,6 +177,12 @@ FOOT_PATH_FRACTION = 0.75
 #: contact: not at all below REACH_AFFINITY_FROM, fully from FROM + RAMP (a planted foot).
 REACH_AFFINITY_FROM = 0.3
 REACH_AFFINITY_RAMP = 0.3
+#: A knee's target is placed by two-bone IK from its hip's and ankle's targets as far as their
+#: distance exceeds the source's: fully from KNEE_IK_FRACTION body heights (3.4 cm) beyond it,
+#: not at all up to it (``_TrunkModel.place_knees``). Folding legs are left to the solver's
+#: hinges: with folding too, a ducking walk's batched solve drifted 5e-5 body heights from the
+#: sequential one (``tests/test_batched.py``, 5 warm-up frames), stretching only 3.6e-6.
+KNEE_IK_FRACTION = 0.02
 #: While ducking, every spine joint flexes forward to a common angle, at most this (a joint the
 #: source already flexes further keeps its own bend).
 TRUNK_CURL_MAX_DEGREES = 40.0

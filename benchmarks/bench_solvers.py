@@ -7,8 +7,12 @@ bone-length error the solver leaves before the exact-length pass; frames on whic
 more than 1 cm deeper behind a surface than its source did; standing foot frames kept within
 2 cm of their height above the surface; the largest frame-to-frame joint acceleration against
 the source's; the largest bend past a joint limit; seconds (median of ``--repeat``) and seconds
-per 100 frames. Generated scenes only (tests need no data); the real clips are in other
-benchmarks.
+per 100 frames. Generated scenes; with ``--real``, also the shared real clips (issue 36, point 4):
+stretches of ``--real-frames`` frames from each of ``--starts`` over a flat floor, the floor lifted
+0.2 m rigidly after binding (the largest joint distance from the source lifted 0.2 m) and sculpted
+with a 0.25 m Gaussian bump of sigma 0.6 m under a planted foot (``crest``) or 0.5 m beside it
+(``slope``): planted foot samples within 2 cm of the terrain + their source height, as
+``bench_terrain.py``; frames with a joint more than 1 cm inside.
 """
 
 from __future__ import annotations
@@ -91,6 +95,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--real", action="store_true", help="also the shared real clips (lift and bump)")
+    ap.add_argument("--real-frames", type=int, default=300)
+    ap.add_argument("--starts", type=int, nargs="+", default=[0, 1200])
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print()
@@ -112,6 +119,54 @@ def main(argv=None):
             F = len(motion)
             print(f"| {name} | {label} | {F} | {err:.3f} | {pen} | {kept:.0f} | {acc:.2f} | {limit:.1f} | {s:.2f} "
                   f"| {100 * s / F:.2f} |", flush=True)
+    if args.real:
+        real(args.real_frames, args.starts)
+
+
+def real(frames, starts):
+    """The real clips' rows (see the module)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_fidelity import DATA, find, floor, planted
+    from bench_terrain import placements
+    from bvh import read_bvh
+    from blender_reldesc.core import Skeleton
+    print()
+    print("| clip, frames | edit | solver | planted samples within 2 cm | largest error on the lift, cm "
+          "| frames with a joint > 1 cm inside | s |")
+    print("|---|---|---|---|---|---|---|")
+    for path in sorted(DATA.glob("*.bvh")):
+        for start in starts:
+            names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
+                                                   max_frames=start + frames)
+            motion = motion[start:]
+            if len(motion) < frames:
+                continue
+            z0 = float(motion[..., 2].min()) - 0.01
+            V, T = floor(motion, z0)
+            binding = bind(Skeleton(names, parents), motion, TriMesh(V, T))
+            feet = [j for j in (find(names, "foot", side="l"), find(names, "foot", side="r"),
+                                find(names, "toe", side="l"), find(names, "toe", side="r")) if j is not None]
+            plant = planted(motion, feet, fps)
+            where = placements(motion, feet, plant)
+
+            def hill(centre):
+                return lambda xy: 0.25 * np.exp(-np.sum((xy - centre) ** 2, axis=-1) / (2 * 0.6 ** 2))
+
+            edits = [("lift 0.2 m", lambda xy: np.full(xy.shape[:-1], 0.2)),
+                     ("bump 0.25 m, crest", hill(where["crest"])), ("bump 0.25 m, slope", hill(where["slope"]))]
+            for label, g in edits:
+                edited = V.copy()
+                edited[:, 2] += g(V[:, :2])
+                for solver in ("descriptors", "interaction_mesh"):
+                    t = time.perf_counter()
+                    P = adapt(binding, TriMesh(edited, T), solver=solver).positions
+                    s = time.perf_counter() - t
+                    err = np.abs(P[:, feet, 2] - motion[:, feet, 2] - g(P[:, feet, :2]))
+                    lift = (f"{100 * np.abs(P - motion - [0.0, 0.0, 0.2]).max():.2f}" if label.startswith("lift")
+                            else "-")
+                    inside = int((P[..., 2] < z0 + g(P[..., :2]) - 0.01).any(axis=1).sum())
+                    print(f"| {path.name}, {start}-{start + frames - 1} | {label} | {solver} | "
+                          f"{100 * (err[plant] <= 0.02).mean():.1f} % | {lift} | {inside} | {s:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -864,7 +864,7 @@ class _TrunkModel:
 
     def place_knees(self, motion, targets, lengths):
         """Put each knee's target where the leg's bones reach from its hip's target to its ankle's
-        (two-bone IK in the plane of the knee's own target) where the targets ask the leg to
+        (two-bone IK, bent the way the source knee bends, turned with the body) where the targets ask the leg to
         stretch further than the source does: the descriptors place a knee as the source bends
         it, and a foot on a crest then asks for a longer leg than that knee target fits; the
         solver's compromise left a planted ankle 2 cm short on a real walk. Blended in as the
@@ -876,6 +876,7 @@ class _TrunkModel:
         if self.legs is None:
             return
         H = self.body_height
+        turn = None
         for hip, knee, ankle, bones in self.legs.chains:
             m, t = motion, targets
             thigh = np.linalg.norm(m[:, knee] - m[:, hip], axis=-1)
@@ -895,7 +896,18 @@ class _TrunkModel:
             v, d, a, b, w = v[rows], d[rows], a[rows], b[rows], w[rows]
             u = v / np.maximum(d, 1e-300)[:, None]
             k0 = t[rows, knee]
-            side = k0 - t[rows, hip]
+            # The knee bends the way the source's does, turned with the body (the best-fit rotation
+            # of the source onto the targets): the side of the knee's own target flips where that
+            # target lies near the line from hip to ankle, and a knee target thrown behind the leg
+            # made the solver flip the knee 0.58 m in a frame (a real walk over moved stones).
+            if turn is None:
+                turn = kabsch(m - m.mean(axis=1, keepdims=True), t - t.mean(axis=1, keepdims=True))
+            ms = m[rows]
+            us = ms[:, ankle] - ms[:, hip]
+            us /= np.maximum(np.linalg.norm(us, axis=-1, keepdims=True), 1e-300)
+            side = ms[:, knee] - ms[:, hip]
+            side -= np.einsum("nd,nd->n", side, us)[:, None] * us
+            side = np.einsum("nij,nj->ni", turn[rows], side)
             side -= np.einsum("nd,nd->n", side, u)[:, None] * u
             n = np.linalg.norm(side, axis=-1)
             ok = n > 1e-9 * H
@@ -1077,7 +1089,7 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
     """``adapt`` with the interaction-mesh solver (see ``adapt``)."""
     options = dict(solver_options or {})
     known = {"morph_steps", "settle_steps", "window", "overlap", "environment_points", "acceleration_weight",
-             "collision_weight", "pin_weight", "limit_weight", "limits"}
+             "collision_weight", "pin_weight", "limit_weight", "limits", "keep_clearance"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise InputError(f"unknown interaction-mesh solver options {', '.join(unknown)}: use "
@@ -1096,9 +1108,12 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
         key = ("interaction_mesh", options.get("environment_points", interaction_mesh.ENVIRONMENT_POINTS),
                rig.bones.tobytes(), rig.glue.tobytes())
         cache = binding._joint_models.setdefault(key, {})
+    # Clearance rows need the body's up (floors face it): from the trunk, when one is found.
+    up = None if rig.trunk is None else rig.trunk.up
     solved, _ = interaction_mesh.solve(binding.motion, rig.bones, rig.lengths, rig.glue, binding.mesh, deformed_mesh,
                                        binding.triangles, binding.barycentrics, binding.body_height, pins=rig.pins,
-                                       collisions=collisions, progress=progress, limits=limits, cache=cache, **options)
+                                       collisions=collisions, progress=progress, limits=limits, cache=cache, up=up,
+                                       **options)
     positions = rig.finish(solved, frames)
     return _result(rig, solved, positions, targets, affinity, frames)
 

@@ -912,7 +912,9 @@ class _TrunkModel:
             n = np.linalg.norm(side, axis=-1)
             ok = n > 1e-9 * H
             side = np.where(ok[:, None], side / np.maximum(n, 1e-300)[:, None], 0.0)
-            reach = np.minimum(d, a + b)
+            # Never quite straight: at full reach the knee's place is the square root of nothing, and
+            # rounding in the targets (a live frame's against the bake's: 4e-16) came out 1.6e-9.
+            reach = np.minimum(d, C.KNEE_IK_REACH * (a + b))
             x = (a * a - b * b + reach * reach) / np.maximum(2 * reach, 1e-300)
             y = np.sqrt(np.maximum(a * a - x * x, 0.0))
             k1 = t[rows, hip] + x[:, None] * u + y[:, None] * side

@@ -183,6 +183,9 @@ REACH_AFFINITY_RAMP = 0.3
 #: hinges: with folding too, a ducking walk's batched solve drifted 5e-5 body heights from the
 #: sequential one (``tests/test_batched.py``, 5 warm-up frames), stretching only 3.6e-6.
 KNEE_IK_FRACTION = 0.02
+#: ... and reaching at most this fraction of the leg's length: the knee stays bent a few degrees,
+#: where its place is no longer the square root of a rounding error.
+KNEE_IK_REACH = 0.999
 #: While ducking, every spine joint flexes forward to a common angle, at most this (a joint the
 #: source already flexes further keeps its own bend).
 TRUNK_CURL_MAX_DEGREES = 40.0

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import constants as C
 from ..geometry import Collider
+from ..geometry.triangles import closest_point_on_triangles
 
 #: A joint this close to the bind-time surface (times body height) keeps its clearance fully ...
 FULL = C.CLEARANCE_FULL_FRACTION
@@ -46,19 +47,46 @@ def _by_frame(mesh, frames):
 
 def _closest(mesh, band, points, frames):
     """Signed distance (P,), normal (P,3), triangle (P,) and barycentrics (P,3) of the closest point
-    of ``mesh`` within ``band`` to each point, at its frame (P,); triangle -1 where none."""
+    of ``mesh`` within ``band`` to each point, at its frame (P,); triangle -1 where none.
+
+    The collider finds the triangle; the point on it, the distance and the normal are then worked
+    out again here, pair by pair with the same arithmetic, so that they do not depend on how many
+    points were asked at once (the collider's searches differ by batch size, and the live preview,
+    which asks a few frames at a time, must give what the bake gives, bit for bit)."""
     P = len(points)
     sd, normal, tri, bary = np.full(P, np.inf), np.zeros((P, 3)), np.full(P, -1), np.zeros((P, 3))
     for f, at in _by_frame(mesh, frames):
-        sd[at], normal[at], tri[at], bary[at] = Collider.of(mesh, band, f).closest(points[at])
+        _, _, tri[at], _ = Collider.of(mesh, band, f).closest(points[at])
+        ok = at[tri[at] >= 0]
+        if not ok.size:
+            continue
+        corners = mesh.frame(f)[mesh.triangles[tri[ok]]]                          # (k,3,3)
+        b = closest_point_on_triangles(points[ok], corners[:, 0], corners[:, 1], corners[:, 2])
+        foot = _weighted(b, corners)
+        n = _weighted(b, mesh.normals(f)[mesh.triangles[tri[ok]]])
+        n = n / np.maximum(_length(n), 1e-300)[:, None]
+        rel = points[ok] - foot
+        side = rel[:, 0] * n[:, 0] + rel[:, 1] * n[:, 1] + rel[:, 2] * n[:, 2]
+        sd[ok] = np.where(side < 0, -1.0, 1.0) * _length(rel)
+        normal[ok], bary[ok] = n, b
     return sd, normal, tri, bary
+
+
+def _weighted(bary, corners):
+    """(k,3) ``bary`` (k,3) of ``corners`` (k,3,3), term by term (no reduction whose order could
+    depend on the batch)."""
+    return bary[:, 0:1] * corners[:, 0] + bary[:, 1:2] * corners[:, 1] + bary[:, 2:3] * corners[:, 2]
+
+
+def _length(v):
+    return np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
 
 
 def _on(mesh, tri, bary, frames):
     """(P,3) the points (tri, bary) of ``mesh`` at their frames (P,); tri >= 0."""
     out = np.empty((len(tri), 3))
     for f, at in _by_frame(mesh, frames):
-        out[at] = np.einsum("kc,kcd->kd", bary[at], mesh.frame(f)[mesh.triangles[tri[at]]])
+        out[at] = _weighted(bary[at], mesh.frame(f)[mesh.triangles[tri[at]]])
     return out
 
 

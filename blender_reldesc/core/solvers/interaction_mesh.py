@@ -368,8 +368,11 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
 
     X = src.copy()
     col_rows = 0
-    allowed = _allowed_depth(src, collide) if collide is not None else None
-    clearance = _source_clearance(src, collide, H) if collide is not None and up is not None else None
+    source_sd = _source_signed(src, collide) if collide is not None else None
+    allowed = _allowed_depth(source_sd) if collide is not None else None
+    # The clearance rows' distances (``descriptors.clearance``), inf beyond their band.
+    clearance = None if collide is None or up is None else \
+        np.where(np.abs(source_sd) < C.CLEARANCE_FADE_FRACTION * H, source_sd, np.inf)
     # Collision constraints (frame, joint) -> (normal, target along it), renewed after each solve.
     contacts = {}
     kept = {}                                   # (frame, joint) -> (normal, target along it, weight)
@@ -506,18 +509,6 @@ def _collisions(X, allowed, collide, H, contacts, t=1.0):
     return out
 
 
-def _source_clearance(src, collide, H):
-    """(W,J') each source joint's signed distance from the source's surfaces, inf beyond the
-    clearance band (``descriptors.clearance``)."""
-    colliders, static, _ = collide
-    W, Jv, _ = src.shape
-    if static:
-        sd = colliders[0][1].signed_distance(src.reshape(-1, 3))[0].reshape(W, Jv)
-    else:
-        sd = np.stack([colliders[f][1].signed_distance(src[f])[0] for f in range(W)])
-    return np.where(np.abs(sd) < C.CLEARANCE_FADE_FRACTION * H, sd, np.inf)
-
-
 def _clearances(X, clearance, collide, H, t, up):
     """Soft rows keeping the joints near a surface that faces ``up`` at their source distance from
     it (a product departure, ``descriptors.clearance``'s for this solver): the Laplacian moves a
@@ -574,12 +565,17 @@ def _bends(X, bend, bent):
     return out
 
 
-def _allowed_depth(src, collide):
-    """(W,J') how far each source joint lies behind the source's surfaces (0 where it does not)."""
+def _source_signed(src, collide):
+    """(W,J') each source joint's signed distance from the source's surfaces (inf beyond the band):
+    what the collisions allow (``_allowed_depth``) and the clearance rows keep, computed once."""
     colliders, static, _ = collide
     W, Jv, _ = src.shape
     if static:
-        sd = colliders[0][1].signed_distance(src.reshape(-1, 3))[0].reshape(W, Jv)
-    else:
-        sd = np.stack([colliders[f][1].signed_distance(src[f])[0] for f in range(W)])
+        return colliders[0][1].signed_distance(src.reshape(-1, 3))[0].reshape(W, Jv)
+    return np.stack([colliders[f][1].signed_distance(src[f])[0] for f in range(W)])
+
+
+def _allowed_depth(sd):
+    """(W,J') how far each source joint lies behind the source's surfaces (0 where it does not),
+    from their signed distances ``sd`` (``_source_signed``)."""
     return np.minimum(np.where(np.isinf(sd), 0.0, sd), 0.0)

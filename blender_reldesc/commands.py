@@ -160,6 +160,7 @@ def _run_bake(args, scene, arm, warn, progress):
             + ", ".join(f"{v} {k}" for k, v in report["contact_counts"].items())
             + f"; {report['keys']['written']} keys, {1000 * report['keys']['max_deviation']:.2f} mm max from "
               "the adapted motion)"
+            + "".join(f"; root {w['status']} on frames {w['start']}-{w['end']}" for w in report.get("root_windows", []))
             + "".join(f"; partner '{p['armature']}' into '{p['action']}'" for p in report.get("partners", [])))
     return report, line
 

@@ -72,9 +72,89 @@ def test_the_same_seed_gives_the_same_motion(ceiling):
 def test_a_ceiling_at_hip_height_has_no_root_path(ceiling):
     skel, motion, binding, lowered, slab = ceiling
     mesh = lowered(1.0)
-    _, outcomes = adapt_with_contacts(binding, mesh)
+    result, outcomes = adapt_with_contacts(binding, mesh)
     reasons = {o.reason for o in outcomes if o.status == "unresolved"}
     assert "no root path" in reasons
+    # The result says so and names the frames where the body still goes through the slab.
+    assert result.root_windows and {w.status for w in result.root_windows} == {"no root path"}
+    through = np.concatenate([w.through for w in result.root_windows])
+    assert set(through.tolist()) == set(np.flatnonzero(RP.trunk_collisions(binding, mesh, result.positions)).tolist())
+    assert set(_trunk_in_slab(skel, result.positions, mesh, slab).tolist()) <= set(through.tolist())
+
+
+def _walk_under_a_slab(convention, below=0.08, frames=150):
+    """A generated walk of a ``convention_rig`` over a floor, a 2 m x 2 m slab 0.1 m thick bound 6 m up
+    over the middle of its path and lowered after binding to ``below`` under the top of the head
+    (the highest joint) while the hips pass under it: skeleton, motion, binding, the lowered mesh,
+    the slab's box and the rig's roles."""
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=frames)
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
+    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.2), int((hi[1] - lo[1]) / 0.2),
+                   origin=(lo[0], lo[1]), z=motion[..., 2].min() - 0.005)
+    mid = motion[frames // 2, 0]
+    verts, tris, (_, (a, b)) = S.merge(floor, S.box((mid[0], mid[1], 6.0), (2.0, 2.0, 0.1), subdivisions=4))
+    mesh = TriMesh(verts, tris)
+    binding = bind(sk, motion, mesh)
+    under = np.all(np.abs(motion[:, 0, :2] - mid[:2]) < 1.0, axis=1)
+    bottom = motion[under][..., 2].max() - below
+    v = verts.copy()
+    v[a:b, 2] += bottom + 0.05 - 6.0
+    box = (np.r_[mid[:2] - 1.0, bottom], np.r_[mid[:2] + 1.0, bottom + 0.1])
+    return sk, motion, binding, mesh.with_vertices(v), box, roles
+
+
+def _in_box(points, box):
+    return np.all((points > box[0]) & (points < box[1]), axis=-1)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue"])
+def test_a_slab_lowered_onto_a_walk_is_ducked_under(convention):
+    """The contacts paper's Fig. 9 on a walk of every common convention: the head would go
+    through the slab (the plain adapt walks through it, as the source); with contacts the root is
+    replanned, no joint of the trunk enters it, the planted feet stay within 2 cm of their source
+    height, no frame steps more than 1.5x the source's, and the result says where it replanned."""
+    sk, motion, binding, mesh, box, roles = _walk_under_a_slab(convention)
+    trunk, _ = RP.trunk_parts(binding)
+    plain, _ = adapt_with_contacts(binding, mesh, replan_root=False)
+    assert _in_box(plain.positions[:, trunk], box).any(axis=1).sum() >= 5
+    assert plain.root_windows and {w.status for w in plain.root_windows} == {"not replanned"}
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    assert not _in_box(result.positions[:, trunk], box).any()
+    assert not RP.trunk_collisions(binding, mesh, result.positions).any()
+    assert result.root_windows and all(w.status == "replanned" and not len(w.through) for w in result.root_windows)
+    feet = [roles.index(r) for r in ("foot.L", "foot.R", "toe.L", "toe.R")]
+    speed = np.linalg.norm(np.gradient(motion[:, feet], axis=0), axis=-1) * 30.0
+    planted = (speed < 0.5) & (motion[:, feet, 2] - motion[:, feet, 2].min(axis=0) < 0.05)
+    kept = np.abs(result.positions[:, feet, 2] - motion[:, feet, 2])[planted] < 0.02
+    assert kept.mean() >= 0.9
+    assert _largest_step(result.positions) <= 1.5 * _largest_step(motion)
+    # Every bone keeps its length but a floor root's (Unreal's root stays on the floor while the
+    # pelvis ducks: the pelvis's offset from it is keyed).
+    from blender_reldesc.core.contacts.repositioning import floor_bones
+    bones = [j for j in range(1, len(sk)) if j not in floor_bones(binding)]
+    err = np.abs(sk.bone_lengths(result.positions) - sk.bone_lengths(motion))[:, bones]
+    assert err.max() < 5e-3 * binding.body_height
+
+
+def test_trunk_collisions_are_the_edit_s_alone():
+    """Nothing on the unedited scene (the source's own contacts are not collisions), nor after a
+    rigid move of everything; the slab lowered: at least every frame with a trunk joint inside
+    its box, and the same frames when the scene and the motion are moved together."""
+    sk, motion, binding, mesh, box, _ = _walk_under_a_slab("bvh")
+    assert not RP.trunk_collisions(binding, binding.mesh, motion).any()
+    found = RP.trunk_collisions(binding, mesh, motion)
+    trunk, _ = RP.trunk_parts(binding)
+    inside = _in_box(motion[:, trunk], box).any(axis=1)
+    assert inside.any() and not (inside & ~found).any()
+    # Moved together (a turn about Z and a shift): the same frames.
+    c, s_ = np.cos(0.7), np.sin(0.7)
+    R = np.array([[c, -s_, 0.0], [s_, c, 0.0], [0.0, 0.0, 1.0]])
+    shift = np.array([3.0, -2.0, 0.5])
+    moved = motion @ R.T + shift
+    bound = bind(sk, moved, binding.mesh.with_vertices(binding.mesh.vertices @ R.T + shift))
+    assert not RP.trunk_collisions(bound, bound.mesh, moved).any()
+    assert np.array_equal(RP.trunk_collisions(bound, mesh.with_vertices(mesh.vertices @ R.T + shift), moved), found)
 
 
 def test_a_plan_is_valid_on_every_frame_and_joins_the_adapted_root(ceiling):

@@ -48,6 +48,9 @@ class AdaptResult:
     unbound_joints : {joint name: frames} for joints that had no weighted
         descriptor on some frames and followed the body rigidly there.
     hinges : names of the joints treated as hinges.
+    root_windows : with contacts checked (``contacts.adapt_with_contacts``) on a static
+        environment, the ``contacts.replanning.RootWindow`` of every stretch of frames where
+        the trunk went through a surface or where the root was replanned (empty when none).
     """
 
     positions: np.ndarray
@@ -59,6 +62,7 @@ class AdaptResult:
     joint_limit_violations: np.ndarray = None
     unbound_joints: dict = None
     hinges: list = None
+    root_windows: list = None
 
     @property
     def joint_limit_violation(self):

@@ -174,6 +174,7 @@ class BakeJob:
         self.carry_from = None
         self.stages = []
         self.outcomes, self.rows, self.contact_counts = None, [], {"valid": 0, "repositioned": 0, "unresolved": 0}
+        self.root_windows = []
 
     def read(self):
         t0 = time.perf_counter()
@@ -210,6 +211,8 @@ class BakeJob:
                        solver=self.solver)
         self.result, self.outcomes, self.rows, self.contact_counts = contacts.adapt_checked(
             self.bound, self.mesh, self.flags, self.reposition_contacts, self.contact_settings, self.warn, **options)
+        self.root_windows = contacts.root_rows(self.result, self.bound)
+        contacts.warn_through(self.root_windows, self.warn)
         self.warn_unbound()
 
     def compute(self, progress=None):
@@ -267,7 +270,8 @@ class BakeJob:
         write_seconds = time.perf_counter() - t0
         err, res = self.result.bone_length_error, self.result.target_residual
         worst = np.argsort(-err)[:5]
-        return dict(contacts=self.rows, contact_counts=self.contact_counts, solver=self.solver,
+        return dict(contacts=self.rows, contact_counts=self.contact_counts, root_windows=self.root_windows,
+            solver=self.solver,
             action=action.name, source=self.source.name, frames=int(len(bound.frames)),
             joints=int(len(bound.binding.skeleton)), descriptors=int(bound.binding.descriptor_count),
             read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, write_seconds=write_seconds,

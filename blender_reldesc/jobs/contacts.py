@@ -77,6 +77,25 @@ def rows(outcomes, bound, mesh, flags):
     return out, counts
 
 
+def root_rows(result, bound):
+    """The report's ``root_windows``: per stretch of frames where the trunk went through a surface
+    or the root was replanned (``AdaptResult.root_windows``), its scene frames, status and the
+    frames where the trunk still goes through a surface."""
+    offset = int(bound.frames[0])
+    return [dict(start=int(w.start + offset), end=int(w.end + offset), status=w.status,
+                 frames_through=[int(f + offset) for f in w.through]) for w in (result.root_windows or [])]
+
+
+def warn_through(rows, warn):
+    """One warning naming the frames where the trunk still goes through a surface, if any."""
+    through = [f for r in rows for f in r["frames_through"]]
+    if not through:
+        return
+    spans = ", ".join(f"{r['start']}-{r['end']} ({r['status']})" for r in rows if r["frames_through"])
+    warn(f"the body goes through a surface on {len(through)} frame(s), first {through[0]}, last {through[-1]} "
+         f"[{spans}]: bake with 'Re-position contacts' on to replan the root, or move the obstacle")
+
+
 def adapt_checked(bound, mesh, flags, reposition, settings, warn, **options):
     """Adapt with the contacts checked (re-positioned with ``reposition``): ``(result, outcomes,
     rows, counts)``. Without contact phases the motion is adapted alone (outcomes None, a
@@ -112,16 +131,18 @@ class ContactsJob:
     def compute(self, progress=None):
         try:
             plan = contact_plan(self.bound, self.flags, self.reposition, self.settings)
-            _, outcomes = adapt_with_contacts(self.bound.binding, self.mesh, **plan, affinity_override=self.overrides,
-                                              vertex_influence=self.influence, progress=progress)
+            result, outcomes = adapt_with_contacts(self.bound.binding, self.mesh, **plan,
+                                                   affinity_override=self.overrides,
+                                                   vertex_influence=self.influence, progress=progress)
         except ContactError as e:
             raise SceneError(str(e)) from None
         self.rows, self.counts = rows(outcomes, self.bound, self.mesh, self.flags)
+        self.root_windows = root_rows(result, self.bound)
 
     def write(self):
         adapter.storage.store_contacts(self.arm, self.rows)
         return dict(contacts=self.rows, contact_counts=self.counts, armature=self.arm.name,
-                    repositioned=self.reposition)
+                    repositioned=self.reposition, root_windows=self.root_windows)
 
     def run(self, progress=None):
         self.read()

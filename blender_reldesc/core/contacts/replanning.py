@@ -64,8 +64,43 @@ CLEAR = 0.05
 #: C_free is tested at the centres of voxels this many body heights wide (1.8 cm for a 1.75 m
 #: body: within the collision margin of 0.02).
 VOXEL = 0.01
+#: The duck (``_ducked``): depths this many body heights apart (the planner's speed a frame at
+#: 30 fps), down to DUCK_MAX (0.79 m for a 1.75 m body: a walk crouched as low as its legs let it).
+DUCK_STEP = 0.01
+DUCK_MAX = 0.45
+#: What a change of depth by one step costs against the total depth (whose unit is a frame held
+#: one step deeper: 0.2 is twenty of them): a duck holds its depth rather than bob with every frame's clearance (a straight leg
+#: turns a 1.3 cm bob of the hips into a 5 cm swing of the knee).
+DUCK_CHANGE = 0.2
+#: How deep (body heights) a trunk joint may be inside a surface before ``trunk_collisions``
+#: counts it (1.75 mm for a 1.75 m body; at 9 mm a head 5 mm up into a slab passed).
+TRUNK_MARGIN = 0.001
 #: Surface samples per invalid contact kept for the C_rep test.
 REP_SAMPLES = 160
+
+
+@dataclass
+class RootWindow:
+    """A stretch of frames ``start..end`` where the trunk went through a surface of the edited
+    environment (``trunk_collisions``) or contacts stayed invalid, and what became of it.
+
+    status : ``"replanned"`` (the root's new path is in the motion), ``"no root path"`` (the
+        planner found none within its budget), ``"not kept"`` (a path was found but the motion
+        it gave was not better: more phases unresolved, more frames through, or a jump) or
+        ``"not replanned"`` (re-positioning or replanning was off).
+    through : (n,) frames of the window where the trunk still goes through a surface.
+    """
+
+    start: int
+    end: int
+    status: str
+    through: np.ndarray
+
+
+def runs(mask):
+    """(first, last) of every run of True in ``mask`` (F,)."""
+    edges = np.flatnonzero(np.diff(np.r_[0, np.asarray(mask, np.int8), 0]))
+    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
 
 
 @dataclass
@@ -154,13 +189,18 @@ class Reachability:
         r = self.pos[f, self.root][:, None]
         return r + np.einsum("nij,nkj->nki", R, pts - r) + o[:, None]
 
+    def free(self, f, o, psi):
+        """(n,) whether states at frames f (n,) are in C_free (the trunk clear), the cheap test."""
+        f = np.asarray(f, np.int64)
+        pts = self._moved(f, o, _yaw_rot(psi, self.up), self.trunk[f])
+        sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
+        return ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
+
     def valid(self, f, o, psi):
         """(n,) whether states (offset o (n,3), yaw psi (n,)) at frames f (n,) are in C_reach."""
         f = np.asarray(f, np.int64)
         R = _yaw_rot(psi, self.up)
-        pts = self._moved(f, o, R, self.trunk[f])
-        sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
-        ok = ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
+        ok = self.free(f, o, psi)
         body = {k: np.einsum("nij,nkj->nik", r[f], R) for k, r in self.rot.items()}   # R_body @ R^T
         for limb, frames, points in self.keep:
             hit = np.searchsorted(frames, f)
@@ -201,6 +241,11 @@ def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, 
     H = reach.H
     vmax, wmax = SPEED * H / fps, YAW_SPEED / fps
     free_start, free_end = first == 0, last == clip_frames - 1
+    duck = _ducked(reach, first, last, free_start, free_end, vmax)
+    if duck is not None:
+        frames = np.arange(first, last + 1)
+        offset, yaw = _smoothed(reach, frames, duck, np.zeros(len(frames)), free_start, free_end, vmax)
+        return RootPlan(frames, offset, yaw, 0, time.perf_counter() - t0)
     sigma = np.array([0.15, 0.15, 0.15]) * H
     # Roots: the adapted trajectory at the first frame, or any valid state there at the clip's start.
     if reach.valid([first], np.zeros((1, 3)), np.zeros(1))[0]:
@@ -321,6 +366,59 @@ def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, 
     return RootPlan(frames, offset, yaw, len(T), time.perf_counter() - t0)
 
 
+def _ducked(reach, first, last, free_start, free_end, vmax):
+    """The shallowest duck over first..last: an offset straight down the body's up on each frame,
+    found by dynamic programming over depths ``DUCK_STEP`` body heights apart down to
+    ``DUCK_MAX``: every frame's state valid, the depth changing at most the planner's speed
+    from one frame to the next, the window's ends at depth 0 unless they are the clip's; the
+    least total depth plus ``DUCK_CHANGE`` per change. (n,3) offsets, or None when no duck
+    passes (then the random tree looks for a way around). Tried before the tree: a long window
+    (a real walk under a slab for eight seconds) has a duck the tree does not find within its
+    budget, and where a duck passes it is what a person does."""
+    H = reach.H
+    frames = np.arange(first, last + 1)
+    n = len(frames)
+    depth = np.arange(0.0, DUCK_MAX * H + 1e-12, DUCK_STEP * H)
+    K = len(depth)
+    step = max(1, int(np.floor(vmax / (DUCK_STEP * H) + 1e-9)))
+    # C_free first (cheap), then the whole test only at depths a duck can need: no deeper than
+    # the deepest frame's shallowest clear depth, two steps more (the workspaces' test costs 50x).
+    ff = np.repeat(frames, K)
+    off = -np.tile(depth, n)[:, None] * reach.up[None]
+    ok = reach.free(ff, off, np.zeros(len(ff))).reshape(n, K)
+    if not ok.any(axis=1).all():
+        return None
+    K = min(K, int(np.argmax(ok, axis=1).max()) + 3)
+    depth, ok = depth[:K], ok[:, :K].copy()
+    f_i, k_i = np.nonzero(ok)
+    ok[f_i, k_i] = reach.valid(frames[f_i], -depth[k_i][:, None] * reach.up[None], np.zeros(len(f_i)))
+    inf = np.inf
+    cost = np.where(ok[0], depth / H, inf)
+    if not free_start:
+        cost[1:] = inf
+    back = np.zeros((n, K), np.int64)
+    for f in range(1, n):
+        best, arg = np.full(K, inf), np.zeros(K, np.int64)
+        for d in range(-step, step + 1):                # from depth k + d to depth k
+            src = np.arange(K) + d
+            valid = (src >= 0) & (src < K)
+            c = np.full(K, inf)
+            c[valid] = cost[src[valid]] + DUCK_CHANGE * abs(d)
+            better = c < best
+            best[better], arg[better] = c[better], src[better]
+        back[f] = arg
+        cost = best + np.where(ok[f], depth / H, inf)
+    if not free_end:
+        cost[1:] = inf
+    if not np.isfinite(cost.min()):
+        return None
+    pick = np.empty(n, np.int64)
+    pick[-1] = int(np.argmin(cost))
+    for f in range(n - 1, 0, -1):
+        pick[f - 1] = back[f, pick[f]]
+    return -depth[pick][:, None] * reach.up[None]
+
+
 def _shortcut(path, edge, rng, attempts=40):
     """The path with straight edges between non-adjacent nodes where they are valid."""
     path = list(path)
@@ -402,9 +500,18 @@ def root_transforms(plan, positions, root, up):
     return r + np.einsum("nij,nkj->nki", R, positions[f] - r) + plan.offset[:, None]
 
 
-def _windows(phases, bad, F, pad=PAD):
-    """Merged frame windows (first, last) around the phases ``bad``, ``pad`` frames wider."""
-    spans = sorted((max(0, phases[i].start - pad), min(F - 1, phases[i].end + pad)) for i in bad)
+def _windows(phases, bad, F, pad=PAD, spans=(), free=None):
+    """Merged frame windows (first, last) around the phases ``bad`` and the frame ``spans``
+    (first, last), ``pad`` frames wider; with ``free`` (F,), each first widened to the frames
+    where the unmoved trunk is clear (``_grown``), then padded, then widened again: the root
+    needs the pad's frames to go down before the obstacle and come back up after it, which a
+    pad ending under the obstacle does not give."""
+    raw = [(phases[i].start, phases[i].end) for i in bad] + [(int(a), int(b)) for a, b in spans]
+    if free is not None:
+        raw = _grown(sorted(raw), free)
+    spans = sorted((max(0, a - pad), min(F - 1, b + pad)) for a, b in raw)
+    if free is not None:
+        spans = _grown(spans, free)
     out = []
     for a, b in spans:
         if out and a <= out[-1][1] + 1:
@@ -414,31 +521,87 @@ def _windows(phases, bad, F, pad=PAD):
     return out
 
 
+def _grown(windows, free):
+    """``windows`` widened until each end is a frame whose unmoved trunk is clear (``free`` (F,)),
+    or the clip's end, then merged: a plan must leave from and join the adapted motion where
+    it is valid (a window cut by its padding inside the obstacle has no path)."""
+    F = len(free)
+    out = []
+    for a, b in windows:
+        while a > 0 and not free[a]:
+            a -= 1
+        while b < F - 1 and not free[b]:
+            b += 1
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def trunk_parts(binding):
+    """``(trunk joints, trunk bones)``: every joint that is no limb's below its root (limb roots,
+    hips and shoulders, move with the trunk; twist leaves beside a limb are the limb's), and
+    the bones (``bone_samples`` order, by child joint) ending at one, the floor's left out."""
+    key = ("trunk_parts",)
+    if key not in binding._joint_models:
+        from .repositioning import ContactError, _limb_joints, find_limb, floor_bones
+        from ..skeleton.joints import limb_effectors
+        sk = binding.skeleton
+        roots = set()
+        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
+            try:
+                roots.add(int(find_limb(sk, sk.names[e]).chain[0]))
+            except ContactError:
+                pass
+        limb_joints = _limb_joints(binding) - roots
+        trunk = np.array([j for j in range(len(sk)) if j not in limb_joints], np.int64)
+        child = np.flatnonzero(sk.parents >= 0)
+        bones = np.flatnonzero(np.isin(child, trunk) & ~np.isin(child, list(floor_bones(binding))))
+        binding._joint_models[key] = trunk, bones
+    return binding._joint_models[key]
+
+
+def trunk_collisions(binding, mesh, positions):
+    """(F,) bool: the frames where a bone of the trunk (hips, spine, neck, head) passes through a
+    surface of ``mesh`` (a static environment) or has a joint more than the collision margin
+    inside it, where the source's did not at bind time: an obstacle brought down onto the path,
+    whether or not a contact is disturbed by it."""
+    from .repositioning import _bones_inside, _colliders
+    sk, H = binding.skeleton, binding.body_height
+    F = len(positions)
+    _, bones = trunk_parts(binding)
+    out = np.zeros(F, bool)
+    if not bones.size or mesh.animated:
+        return out
+    B = int(np.sum(sk.parents >= 0))
+    need = np.zeros((F, B), bool)
+    need[:, bones] = True
+    frames = np.arange(F)
+    margin = TRUNK_MARGIN * H
+    now, _ = _bones_inside(sk, positions, mesh, frames, _colliders(mesh, 0.2 * H), margin, need)
+    hit = np.flatnonzero(now.any(axis=1))
+    if not hit.size:
+        return out
+    was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], _colliders(binding.mesh, 0.2 * H), margin,
+                           now[hit].reshape(len(hit), -1, B).any(axis=1))
+    out[hit] = (now[hit] & ~was).any(axis=1)
+    return out
+
+
 def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 0.0, 1.0), seed=0, budget=3.0,
-                   fps=30.0):
-    """§7 over every window of invalid phases ``bad`` (indices): ``[((first, last), RootPlan or
+                   fps=30.0, spans=()):
+    """§7 over every window of invalid phases ``bad`` (indices) and of frame ``spans`` (first,
+    last: the trunk through an obstacle, ``trunk_collisions``): ``[((first, last), RootPlan or
     None)]`` and the pins (F,J,3) of §7.3 (NaN where free): the trunk where each plan carries
     it, every contact still held where it is."""
-    from .repositioning import (ContactError, _body_frames, _limb_joints, _workspace, candidate_points, contact_point,
-                                find_limb, floor_bones)
-    from ..skeleton.joints import limb_effectors
+    from .repositioning import _body_frames, _workspace, candidate_points, contact_point
     sk, H = binding.skeleton, binding.body_height
     positions, lengths = result.positions, result.bone_lengths
     F, J, _ = positions.shape
     up = np.asarray(up, float) / np.linalg.norm(up)
     body = _body_frames(binding)
-    # The trunk: every joint that is no limb's below its root (limb roots, hips and shoulders,
-    # move with the trunk; twist leaves beside a limb are the limb's).
-    roots = set()
-    for e in limb_effectors(sk, binding.motion, H).tolist():
-        try:
-            roots.add(int(find_limb(sk, sk.names[e]).chain[0]))
-        except ContactError:
-            pass
-    limb_joints = _limb_joints(binding) - roots
-    trunk = np.array([j for j in range(J) if j not in limb_joints], np.int64)
-    child = np.flatnonzero(sk.parents >= 0)
-    trunk_bones = np.flatnonzero(np.isin(child, trunk) & ~np.isin(child, list(floor_bones(binding))))
+    trunk, trunk_bones = trunk_parts(binding)
     pins = np.full((F, J, 3), np.nan) if pins is None else pins.copy()
     bad = set(bad)
 
@@ -477,9 +640,12 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     # A window too short for the root to get there at the planner's speed is widened (the walk
     # must start ducking before the obstacle): its pad doubles up to ``PAD_MAX`` frames.
     # Each wider try gets twice the time of the one before (the whole budget for the widest).
+    clear = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, [], [],
+                         None, body, up, 0.02 * H)
+    free = clear.valid(np.arange(F), np.zeros((F, 3)), np.zeros(F))
     pad, share = PAD, budget * PAD / PAD_MAX
     while True:
-        windows = _windows(phases, bad, F, pad)
+        windows = _windows(phases, bad, F, pad, spans, free)
         plans = [plan(w, a, b, share) for w, (a, b) in enumerate(windows)]
         if all(p is not None for p in plans) or pad >= PAD_MAX:
             break
@@ -535,9 +701,16 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
         held = pins[frames, ankle]
         end = np.where(np.isnan(held), positions[frames, ankle], held)
         l1, l2 = L[u], L[u + 1]
-        # The knee's side: where the adapted knee is, pushed forward (knees point forward in the
-        # body frame): near straight, the adapted knee alone flipped the side from frame to frame.
-        hint = moved[:, knee] + 0.3 * l1 * forward
+        # The knee's side: the way the adapted knee bends off its hip-ankle line (carried with the
+        # body), pushed forward (knees point forward in the body frame): near straight, the
+        # adapted knee alone flipped the side from frame to frame; and the lowered knee itself,
+        # once a duck took the hips 0.37 m down, lay below the new hip-ankle line and folded
+        # the knee backwards for one frame (a 0.6 m step).
+        line = moved[:, ankle] - moved[:, hip]
+        line /= np.maximum(np.linalg.norm(line, axis=1), 1e-300)[:, None]
+        bend = moved[:, knee] - moved[:, hip]
+        bend -= np.einsum("ni,ni->n", bend, line)[:, None] * line
+        hint = 0.5 * (moved[:, hip] + end) + bend + 0.3 * l1 * forward
         k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
         # The joints that split the thigh or the shin, at their share along the new segments.

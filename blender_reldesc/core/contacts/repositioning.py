@@ -37,7 +37,7 @@ outcome's ``continuity``). Root replanning (§7): ``replanning``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -750,6 +750,20 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
                 cross[f, bi[rows]] = get(int(frames[f])).crossing(a[rows], b[rows])
         else:
             cross[fi, bi] = get(0).crossing(a, b)
+    # Entering: one joint outside, the other inside, and still past the surface when the bone is
+    # cut ``margin`` short at its inside end (a head 8 cm up into a 10 cm slab is 2 cm from its
+    # top face, within the margin of it, yet went through the underside 8 cm).
+    fi, bi = np.nonzero(need & ~cross & ((at[:, parent] >= 0.0) != (at[:, child] >= 0.0)) & (length > margin))
+    if fi.size:
+        out_end = np.where((at[fi, parent[bi]] >= 0.0)[:, None], P[fi, parent[bi]], P[fi, child[bi]])
+        in_end = np.where((at[fi, parent[bi]] >= 0.0)[:, None], P[fi, child[bi]], P[fi, parent[bi]])
+        in_end = in_end + (out_end - in_end) * (margin / length[fi, bi])[:, None]
+        if mesh.animated:
+            for f in np.unique(fi).tolist():
+                rows = np.flatnonzero(fi == f)
+                cross[f, bi[rows]] = get(int(frames[f])).crossing(out_end[rows], in_end[rows])
+        else:
+            cross[fi, bi] = get(0).crossing(out_end, in_end)
     cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
     cross &= need
     return np.concatenate([(sd < -margin).reshape(n, S * B), cross], axis=1), np.where(used, at, np.nan)
@@ -1021,11 +1035,32 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     user_pins = options.get("pins")
     result, outcomes, pins = _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distance, speed,
                                            fps, friction, up, phases, replan_root, seed, **options)
-    if not (reposition and reembed) or mesh.animated:
-        return result, outcomes
-    from .continuity import carry
-    eps0 = 0.015 * binding.body_height if distance is None else float(distance)
-    return carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options)
+    if reposition and reembed and not mesh.animated:
+        from .continuity import carry
+        eps0 = 0.015 * binding.body_height if distance is None else float(distance)
+        pinned = result
+        result, outcomes = carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options)
+        if result is not pinned and pinned.root_windows:           # re-embedded: the trunk measured again
+            through = _through(binding, mesh, result.positions)
+            result.root_windows = [replace(w, through=np.flatnonzero(through[w.start:w.end + 1]) + w.start)
+                                   for w in pinned.root_windows]
+    if result.root_windows is None:
+        result.root_windows = []
+    return result, outcomes
+
+
+def _through(binding, mesh, positions):
+    """``replanning.trunk_collisions`` on a static environment (None on an animated one)."""
+    if mesh.animated:
+        return None
+    from .replanning import trunk_collisions
+    return trunk_collisions(binding, mesh, positions)
+
+
+def _windows_of(through, status):
+    """A ``RootWindow`` of ``status`` for every run of frames ``through`` (F,) holds."""
+    from .replanning import RootWindow, runs
+    return [RootWindow(a, b, status, np.arange(a, b + 1)) for a, b in runs(through)] if through is not None else []
 
 
 def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distance, speed, fps, friction, up, phases,
@@ -1040,7 +1075,10 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
     outcomes = [Outcome(ph, "valid" if ok else "unresolved", why, ph.position, None)
                 for ph, (ok, why) in zip(phases, checks)]
-    if not reposition or all(ok for ok, _ in checks):
+    through = _through(binding, mesh, result.positions)
+    if not (reposition and replan_root) and through is not None:
+        result.root_windows = _windows_of(through, "not replanned")
+    if not reposition or (all(ok for ok, _ in checks) and (through is None or not through.any() or not replan_root)):
         return result, outcomes, user_pins
     # Causes first: a contact whose surface went away is re-positioned, the motion
     # re-adapted and checked again, and only then are the remaining invalid
@@ -1083,15 +1121,31 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
 
     outcomes = confirm(outcomes)
     bad = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and i not in set(ignored)]
-    if not (replan_root and bad) or mesh.animated:
+    if mesh.animated:
         return result, outcomes, pins
-    # §7: the root replanned over the frames of the phases still invalid, then §7.3.
-    from .replanning import replan_windows
+    # §7: the root replanned over the frames of the phases still invalid and those where the
+    # trunk goes through an obstacle (a slab brought down onto the path: the head passes
+    # through it with every foot contact valid), then §7.3.
+    from .replanning import RootWindow, replan_windows, runs
+    through = _through(binding, mesh, result.positions)
+    if not replan_root:
+        result.root_windows = _windows_of(through, "not replanned")
+        return result, outcomes, pins
+    if not (bad or through.any()):
+        result.root_windows = []
+        return result, outcomes, pins
     before = (result, list(outcomes), None if pins is None else pins.copy())
-    plans, pins = replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up, seed, fps=fps)
+    plans, pins = replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up, seed, fps=fps,
+                                 spans=runs(through))
+
+    def windows(status_found, through_now):
+        return [RootWindow(a, b, "no root path" if p is None else status_found,
+                           np.flatnonzero(through_now[a:b + 1]) + a) for (a, b), p in plans]
+
     if not any(p is not None for _, p in plans):
         for i in bad:
             outcomes[i] = Outcome(phases[i], "unresolved", "no root path", phases[i].position, None)
+        result.root_windows = windows("no root path", through)
         return result, outcomes, before[2]
     result = adapt(binding, mesh, pins=pins, **options)
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
@@ -1126,14 +1180,19 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     # The replanned motion is kept only if it is better: fewer contacts unresolved and no new
     # jump (on a real walk over stones, replanning around two leftover phases unsettled five
     # others and put a 1.66x step in a knee).
+    # The trunk's frames through an obstacle count too: fewer of either, and more of neither.
     def unresolved(o):
         return sum(x.status == "unresolved" for x in o)
 
+    through_now = _through(binding, mesh, result.positions)
+    u0, u1, t0, t1 = unresolved(before[1]), unresolved(outcomes), int(through.sum()), int(through_now.sum())
     # (At least 0.02 body heights a frame: a still source has no step to compare with.)
     limit = max(largest_step(before[0].positions), JUMP_RATIO * largest_step(binding.motion),
                 0.02 * binding.body_height)
-    if unresolved(outcomes) >= unresolved(before[1]) or largest_step(result.positions) > limit + 1e-12:
+    if u1 > u0 or t1 > t0 or (u1, t1) == (u0, t0) or largest_step(result.positions) > limit + 1e-12:
+        before[0].root_windows = windows("not kept", through)
         return before
+    result.root_windows = windows("replanned", through_now)
     return result, outcomes, pins
 
 

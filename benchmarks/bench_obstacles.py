@@ -1,0 +1,124 @@
+"""An obstacle brought down onto the path of the real clips (issue 36, point 3), the core alone.
+
+    .venv/bin/python benchmarks/bench_obstacles.py [--frames 300] [--starts 1200 2100 3000 3600] [--below 0.08]
+
+Per clip in ../shared/data/real and stretch of it (``--frames`` frames from each of ``--starts``):
+the clip bound over a flat floor with a 2 m x 2 m slab, 0.1 m thick, 6 m up (out of every
+descriptor's reach), centred over the hips at the stretch's middle frame; after binding the slab is
+lowered so that its underside is ``--below`` under the highest the head joint reaches while the
+hips are under it (the contacts paper's Fig. 9); then ``adapt_with_contacts`` (re-positioning and
+root replanning on, as ``bake --reposition-contacts``).
+
+Columns: frames where a joint of the trunk (hips, spine, neck, head) is inside the slab's box,
+for the source, the plain adapt and the result; the same for any joint (arms included: they are
+the limbs' own business and the planner does not move them); the root windows
+(``AdaptResult.root_windows``: status, frames still through); how far the hips went down; planted
+foot samples (``bench_fidelity.planted``) whose height above the floor is their source height
+within 2 cm, and the median distance of planted samples from their source place; the largest
+frame-to-frame joint step against the source's; contacts valid / re-positioned / unresolved; and
+the seconds of the plain adapt and of the adapt with contacts, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fidelity import DATA, find, planted  # noqa: E402
+from bvh import read_bvh  # noqa: E402
+
+from blender_reldesc.core import Skeleton, TriMesh, adapt, bind  # noqa: E402
+from blender_reldesc.core import synthetic as S  # noqa: E402
+from blender_reldesc.core.contacts import adapt_with_contacts, contact_report, detect_contacts  # noqa: E402
+from blender_reldesc.core.contacts.replanning import trunk_parts  # noqa: E402
+from blender_reldesc.core.contacts.repositioning import largest_step  # noqa: E402
+
+SLAB = (2.0, 2.0, 0.1)
+
+
+def scene(motion, below):
+    """Floor and slab vertices, triangles, the slab's vertex range, its box (lo, hi) once lowered
+    and the lowered vertices."""
+    z0 = float(motion[..., 2].min()) - 0.01
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
+    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.1), int((hi[1] - lo[1]) / 0.1),
+                   origin=(lo[0], lo[1]), z=z0)
+    mid = motion[len(motion) // 2, 0]
+    V, T, (_, (a, b)) = S.merge(floor, S.box((mid[0], mid[1], 6.0), SLAB, subdivisions=4))
+    head = int(np.argmax(np.median(motion[..., 2], axis=0)))
+    under = np.all(np.abs(motion[:, 0, :2] - mid[:2]) < 0.5 * SLAB[0], axis=1)
+    bottom = float(motion[under, head, 2].max()) - below
+    lowered = V.copy()
+    lowered[a:b, 2] += bottom + 0.5 * SLAB[2] - 6.0
+    box = (np.r_[mid[:2] - 0.5 * np.array(SLAB[:2]), bottom], np.r_[mid[:2] + 0.5 * np.array(SLAB[:2]), bottom + SLAB[2]])
+    return V, T, lowered, box, z0
+
+
+def in_box(P, box):
+    """(F,) frames with a joint of ``P`` (F,k,3) inside the box."""
+    lo, hi = box
+    return np.all((P > lo) & (P < hi), axis=-1).any(axis=1)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--starts", type=int, nargs="+", default=[1200, 2100, 3000, 3600])
+    ap.add_argument("--below", type=float, default=0.08, help="the slab's underside under the head's top (m)")
+    args = ap.parse_args(argv)
+    clips = sorted(DATA.glob("*.bvh"))
+    if not clips:
+        print(f"no clips in {DATA}: nothing to measure")
+        return 0
+    print("| clip, frames | trunk in slab: source / plain / result | any joint: source / result | root windows "
+          "| hips down most m | planted within 2 cm | planted moved median cm | largest step / source "
+          "| valid / repositioned / unresolved | plain s | with contacts s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path, start in ((p, s) for p in clips for s in args.starts):
+        names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
+                                               max_frames=start + args.frames)
+        motion = motion[start:]
+        if len(motion) < args.frames:
+            continue
+        skel = Skeleton(names, parents)
+        V, T, lowered, box, z0 = scene(motion, args.below)
+        mesh = TriMesh(V, T)
+        binding = bind(skel, motion, mesh)
+        edited = mesh.with_vertices(lowered)
+        trunk, _ = trunk_parts(binding)
+        t0 = time.perf_counter()
+        plain = adapt(binding, edited)
+        t_plain = time.perf_counter() - t0
+        phases = detect_contacts(binding, fps=fps)
+        t0 = time.perf_counter()
+        result, outcomes = adapt_with_contacts(binding, edited, phases=phases, fps=fps)
+        t_full = time.perf_counter() - t0
+        _, counts = contact_report(outcomes)
+        feet = [j for j in (find(names, "foot", side="l"), find(names, "foot", side="r"),
+                            find(names, "toe", side="l"), find(names, "toe", side="r")) if j is not None]
+        plant = planted(motion, feet, fps)
+        P = result.positions
+        height_ok = np.abs(P[:, feet, 2] - motion[:, feet, 2]) < 0.02
+        moved = np.linalg.norm(P[:, feet] - motion[:, feet], axis=-1)
+        hips = binding.skeleton.parents.tolist().index(-1)
+        windows = ", ".join(f"{w.start}-{w.end} {w.status}" + (f" ({len(w.through)} through)" if len(w.through) else "")
+                            for w in result.root_windows) or "none"
+        print(f"| {path.name}, {start}-{start + len(motion) - 1} "
+              f"| {in_box(motion[:, trunk], box).sum()} / {in_box(plain.positions[:, trunk], box).sum()} "
+              f"/ {in_box(P[:, trunk], box).sum()} | {in_box(motion, box).sum()} / {in_box(P, box).sum()} "
+              f"| {windows} | {float((plain.positions[:, hips, 2] - P[:, hips, 2]).max()):.2f} "
+              f"| {100 * height_ok[plant].mean():.1f} % | {100 * float(np.median(moved[plant])):.1f} "
+              f"| {largest_step(P) / largest_step(motion):.2f} "
+              f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | {t_plain:.2f} | {t_full:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,10 +29,10 @@ from bvh import read_bvh  # noqa: E402
 REAL = ROOT.parent / "shared" / "data" / "real" / "walk_cm_30fps.bvh"
 
 
-def plants(skel, motion, speed=0.004, height=0.03, min_frames=4):
+def plants(skel, motion, feet=("LeftFoot", "RightFoot"), speed=0.004, height=0.03, min_frames=4):
     """(foot, start, end, centre) of every stretch where a foot joint is slow and low."""
     out = []
-    for foot in ("LeftFoot", "RightFoot"):
+    for foot in feet:
         p = motion[:, skel.index(foot)]
         v = np.r_[0.0, np.linalg.norm(np.diff(p, axis=0), axis=1)]
         slow = (v < speed) & (p[:, 2] < p[:, 2].min() + height)
@@ -41,22 +41,35 @@ def plants(skel, motion, speed=0.004, height=0.03, min_frames=4):
     return sorted(out, key=lambda x: x[1])
 
 
+def stones_scene(motion, skel, feet, size, shift=0.0):
+    """Ground 0.3 m under the walk's floor and a stone (``size``) under each foot plant, its top at
+    the floor, ``shift`` m along +X from the plant's centre: vertices, triangles, vertex ranges,
+    the plants."""
+    floor = motion[..., 2].min() - 0.01
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.0, motion.reshape(-1, 3).max(0) + 1.0
+    steps = plants(skel, motion, feet)
+    parts = [S.grid(hi[0] - lo[0], hi[1] - lo[1], 40, 20, origin=(lo[0], lo[1]), z=floor - 0.3)]
+    parts += [S.box((c[0] + shift, c[1], floor - 0.5 * size[2]), size, subdivisions=2) for _, _, _, c in steps]
+    verts, tris, ranges = S.merge(*parts)
+    return verts, tris, ranges, steps
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=400)
     ap.add_argument("--start", type=int, default=1900, help="first frame (1900: where the person walks)")
+    ap.add_argument("--all", action="store_true",
+                    help="both clips in ../shared/data/real at several stretches, 0.34 m stones (the issue's "
+                         "scene), the stone under each of three middle plants moved in turn; one table")
     args = ap.parse_args(argv)
+    if args.all:
+        return every_clip(args)
     if not REAL.exists():
         sys.exit(f"needs {REAL}")
     names, parents, motion, _ = read_bvh(REAL, scale=0.01)
     motion = motion[args.start:args.start + args.frames]
     skel = Skeleton(names, parents)
-    floor = motion[..., 2].min() - 0.01
-    lo, hi = motion.reshape(-1, 3).min(0) - 1.0, motion.reshape(-1, 3).max(0) + 1.0
-    steps = plants(skel, motion)
-    parts = [S.grid(hi[0] - lo[0], hi[1] - lo[1], 40, 20, origin=(lo[0], lo[1]), z=floor - 0.3)]
-    parts += [S.box((c[0] + 0.05, c[1], floor - 0.15), (0.45, 0.3, 0.3), subdivisions=2) for _, _, _, c in steps]
-    verts, tris, ranges = S.merge(*parts)
+    verts, tris, ranges, steps = stones_scene(motion, skel, ("LeftFoot", "RightFoot"), (0.45, 0.3, 0.3), 0.05)
     mesh = TriMesh(verts, tris)
     binding = bind(skel, motion, mesh)
     phases = detect_contacts(binding)
@@ -68,7 +81,6 @@ def main(argv=None):
     t0 = time.perf_counter()
     plain = adapt(binding, deformed)
     t_plain = time.perf_counter() - t0
-    step = lambda m: float(np.linalg.norm(np.diff(m, axis=0), axis=-1).max())  # noqa: E731
     print(f"frames {args.start}..{args.start + len(motion) - 1} of {REAL.name}, {len(steps)} stones, "
           f"{len(phases)} phases")
     print()
@@ -87,6 +99,58 @@ def main(argv=None):
               f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
               f"| {carried.count('re-embedded')} / {carried.count('pins')} | {off} "
               f"| {step(plain.positions) / step(motion):.2f} | {step(result.positions) / step(motion):.2f} |")
+
+
+def step(m):
+    return float(np.linalg.norm(np.diff(m, axis=0), axis=-1).max())
+
+
+def every_clip(args):
+    """The issue's scene on both real clips, several stretches, three stones moved in turn."""
+    from bench_fidelity import DATA, find
+    from blender_reldesc.core.geometry import Collider
+    print("| clip, frames | plants | moved stone (plant) | phases | valid / repositioned / unresolved "
+          "| unresolved: reasons | the moved stone's phases | its foot from a surface, median cm "
+          "| largest step / source | plain s | with contacts s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in sorted(DATA.glob("*.bvh")):
+        for start in ((1900, 3000, 3600) if "_cm_" in path.name else (0, 1200)):
+            names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
+                                                   max_frames=start + 300)
+            motion = motion[start:]
+            skel = Skeleton(names, parents)
+            feet = tuple(names[j] for j in (find(names, "foot", side="l"), find(names, "foot", side="r")))
+            verts, tris, ranges, steps = stones_scene(motion, skel, feet, (0.34, 0.34, 0.3))
+            mesh = TriMesh(verts, tris)
+            binding = bind(skel, motion, mesh)
+            phases = detect_contacts(binding, fps=fps)
+            H = binding.body_height
+            for k in sorted({len(steps) // 2 - 1, len(steps) // 2, len(steps) // 2 + 1} & set(range(len(steps)))):
+                a, b = ranges[1 + k]
+                moved = verts.copy()
+                moved[a:b] += [0.0, 1.0, 0.0]
+                deformed = mesh.with_vertices(moved)
+                t0 = time.perf_counter()
+                adapt(binding, deformed)
+                t_plain = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=fps)
+                t_full = time.perf_counter() - t0
+                _, counts = contact_report(outcomes)
+                reasons = sorted({o.reason for o in outcomes if o.status == "unresolved"})
+                foot, s0, s1, _ = steps[k]
+                mine = [o for o in outcomes if o.phase.name == foot and o.phase.start <= s1 and o.phase.end >= s0]
+                col = Collider.of(deformed, 0.5 * H)
+                e = skel.index(foot)
+                gaps = [np.abs(col.closest(result.positions[o.phase.start:o.phase.end + 1, e])[0]) - o.phase.clearance
+                        for o in mine]
+                gap = 100 * float(np.median(np.concatenate(gaps))) if gaps else float("nan")
+                print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | {k} ({foot} {s0}-{s1}) "
+                      f"| {len(phases)} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
+                      f"| {', '.join(map(str, reasons)) or '-'} "
+                      f"| {', '.join(o.status + (f' ({o.reason})' if o.reason else '') for o in mine) or '-'} "
+                      f"| {gap:.1f} | {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |")
+    return 0
 
 
 if __name__ == "__main__":

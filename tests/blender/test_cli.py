@@ -184,6 +184,10 @@ def test_demo_of_the_ceiling_replans_the_root_under_it(tmp_path):
     assert report["scene"] == "ceiling"
     assert report["contact_counts"]["unresolved"] == 0
     assert any(c["reason"] == "root replanned" for c in report["contacts"])
+    # The report lists where the root was replanned, in scene frames, nothing left through the slab.
+    windows = report["root_windows"]
+    assert windows and all(w["status"] == "replanned" and w["frames_through"] == [] for w in windows)
+    assert all(w["start"] <= w["end"] for w in windows)
     assert _is_png(out / "before_after.png")
 
 

@@ -1,7 +1,7 @@
 """Contacts (Eurographics 2016): contact phases, their validity against the edited scene,
 candidates and re-positioning (``repositioning``), the centre of mass (``balance``) and limb
-workspaces (``workspace``), root replanning (``replanning``) and the live preview with contacts
-(``preview``)."""
+workspaces (``workspace``), root replanning (``replanning``), free limbs kept out of obstacles
+(``avoidance``) and the live preview with contacts (``preview``)."""
 
 from .repositioning import (FRICTION, ROOT_SLACK, SOLE_MAX, ContactError, ContactPhase, Limb, Outcome,
                             adapt_with_contacts, candidate_points, check_contacts, contact_point, contact_report,

@@ -1035,6 +1035,8 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     user_pins = options.get("pins")
     result, outcomes, pins = _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distance, speed,
                                            fps, friction, up, phases, replan_root, seed, **options)
+    if reposition and not mesh.animated:
+        result, pins = _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options)
     if reposition and reembed and not mesh.animated:
         from .continuity import carry
         eps0 = 0.015 * binding.body_height if distance is None else float(distance)
@@ -1047,6 +1049,53 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     if result.root_windows is None:
         result.root_windows = []
     return result, outcomes
+
+
+def _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options):
+    """``avoidance``: free limbs held out of the surfaces they newly go through; ``(result, pins)``,
+    unchanged unless that leaves fewer such frames, no new trunk collision, no contact that
+    passed its check failing it and no new jump."""
+    from ..adaptation import adapt
+    from .avoidance import limb_collisions, limb_pins
+    phases = [o.phase for o in outcomes]
+    through = limb_collisions(binding, mesh, result.positions, phases)
+    if not through.any():
+        return result, pins
+    before_checks = None
+    trunk0 = _through(binding, mesh, result.positions)
+    limit = max(largest_step(result.positions), JUMP_RATIO * largest_step(binding.motion), 0.02 * binding.body_height)
+    best = (int(through.sum()), result, pins)
+    # The middle joint bent off the surface the effector met (a raised arm under a slab folds
+    # its elbow down), or left where the IK puts it (a hand swinging into a post: bent off the
+    # post's face, the forearm crossed it): whichever leaves fewer frames through. A second
+    # round from the better one for the frames left (an elbow the IK put against the slab).
+    for _ in range(2):
+        start, start_pins, through = best[1], best[2], limb_collisions(binding, mesh, best[1].positions, phases)
+        for bend in (True, False):
+            extra = limb_pins(binding, mesh, start.positions, through, bend)
+            if extra is None:
+                break
+            merged = extra if start_pins is None else np.where(np.isnan(extra), start_pins, extra)
+            if pins is not None:                      # the contacts' own pins win
+                merged = np.where(np.isnan(pins), merged, pins)
+            trial = adapt(binding, mesh, pins=merged, **{k: v for k, v in options.items() if k != "pins"})
+            left = int(limb_collisions(binding, mesh, trial.positions, phases).sum())
+            if left >= best[0] or _through(binding, mesh, trial.positions).sum() > trunk0.sum() \
+                    or largest_step(trial.positions) > limit + 1e-12:
+                continue
+            if before_checks is None:
+                before_checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance,
+                                               up)
+            after_checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up)
+            if any(ok0 and not ok1 for (ok0, _), (ok1, _) in zip(before_checks, after_checks)):
+                continue
+            trial.root_windows = result.root_windows
+            best = (left, trial, merged)
+            if not left:
+                break
+        if not best[0] or best[1] is start:
+            break
+    return best[1], best[2]
 
 
 def _through(binding, mesh, positions):

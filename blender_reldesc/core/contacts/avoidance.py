@@ -1,0 +1,185 @@
+"""Free limbs kept out of obstacles brought into the scene (a departure from the contacts paper).
+
+The paper keeps the trunk clear by replanning the root (§7) and re-positions limbs that are in
+contact; a limb swinging free has only its descriptors, and a surface that was out of every
+descriptor's reach at bind time (a slab lowered from 6 m) pulls nothing: a real walk's raised
+hands went through a slab lowered to the head on 15-40 frames while the trunk ducked under it.
+
+Here, on the frames where a limb whose effector has no contact then (an arm, a leg in swing)
+goes through a surface of a static environment where the source's did not
+(``limb_collisions``), the effector is pinned on the line from the limb's root to it, ``CLEAR``
+body heights before the first surface that line meets (or farther back, as what hangs below it
+needs), and the middle joint (elbow, knee) by two-bone IK towards where it is, drawn back the
+same way on its own line: the limb keeps its bone lengths. Eased in and out over ``EASE``
+frames. The result is kept only when
+it leaves fewer such frames, no new trunk collision, every contact's status as it was and no
+new jump (``repositioning.JUMP_RATIO``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: How far short of the surface the effector is held, body heights (3.5 cm for 1.75 m).
+CLEAR = 0.02
+#: Frames over which the pin is eased in before and out after the frames it is needed on.
+EASE = 8
+
+
+def _limbs(binding):
+    """[(effector, chain (k,), bones (b,) of the chain and what hangs below the effector)]."""
+    key = ("avoid_limbs",)
+    if key not in binding._joint_models:
+        from ..skeleton.joints import limb_effectors
+        from .repositioning import ContactError, _subtree, find_limb
+        sk = binding.skeleton
+        child = np.flatnonzero(sk.parents >= 0)
+        out = []
+        for e in limb_effectors(sk, binding.motion, binding.body_height).tolist():
+            try:
+                chain = find_limb(sk, sk.names[e]).chain
+            except ContactError:
+                continue
+            joints = set(chain[1:].tolist()) | set(_subtree(sk, e).tolist())
+            out.append((int(e), chain, np.flatnonzero(np.isin(child, list(joints)))))
+        binding._joint_models[key] = out
+    return binding._joint_models[key]
+
+
+def limb_collisions(binding, mesh, positions, phases):
+    """(F, L) bool per frame and limb (``_limbs`` order): the limb goes through a surface of the
+    static ``mesh`` (a bone through it, or a joint more than 1.75 mm inside) where the source's
+    did not, on a frame where none of its joints is in a contact phase."""
+    from .replanning import TRUNK_MARGIN
+    from .repositioning import _bones_inside, _colliders
+    sk, H = binding.skeleton, binding.body_height
+    limbs = _limbs(binding)
+    F = len(positions)
+    out = np.zeros((F, len(limbs)), bool)
+    if not limbs or mesh.animated:
+        return out
+    B = int(np.sum(sk.parents >= 0))
+    need = np.zeros((F, B), bool)
+    child = np.flatnonzero(sk.parents >= 0)
+    for k, (e, chain, bones) in enumerate(limbs):
+        busy = np.zeros(F, bool)
+        mine = set(sk.parents[child[bones]].tolist()) | set(child[bones].tolist())
+        for ph in phases:
+            if ph.effector in mine:
+                busy[ph.start:ph.end + 1] = True
+        need[np.ix_(~busy, bones)] = True
+    frames = np.flatnonzero(need.any(axis=1))
+    if not frames.size:
+        return out
+    margin = TRUNK_MARGIN * H
+    now, _ = _bones_inside(sk, positions, mesh, frames, _colliders(mesh, 0.2 * H), margin, need[frames])
+    hit = np.flatnonzero(now.any(axis=1))
+    if not hit.size:
+        return out
+    was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], _colliders(binding.mesh, 0.2 * H), margin,
+                           now[hit].reshape(len(hit), -1, B).any(axis=1))
+    fresh = (now[hit] & ~was).reshape(len(hit), -1, B).any(axis=1)          # (n,B)
+    for k, (_, _, bones) in enumerate(limbs):
+        out[frames[hit], k] = fresh[:, bones].any(axis=1)
+    return out
+
+
+def limb_pins(binding, mesh, positions, through, bend=True):
+    """Pins (F,J,3) (NaN where free) on the frames ``through`` (F,L) marks, eased in and out: each
+    limb's effector short of the first surface on the line from the limb's root (as far back as
+    the farthest of what hangs below it needs: a hand's fingers), its middle joint (elbow, knee)
+    placed by two-bone IK towards where it is, itself drawn back short of a surface on its own
+    line from the root (and with ``bend``, pushed off the surface the effector met by its bone's
+    length), so the pinned limb keeps its bone lengths; what hangs below the effector moves
+    with it. None when nothing needs pinning."""
+    from ..geometry.rays import RayCaster
+    from ..skeleton.joints import split_joints, two_bone
+    from .repositioning import _subtree
+    sk = binding.skeleton
+    F, J, _ = positions.shape
+    H = binding.body_height
+    caster = RayCaster(mesh.vertices, mesh.triangles, mesh.valid)
+    lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
+    split = split_joints(sk, binding.motion)
+    pins = np.full((F, J, 3), np.nan)
+    done = set()
+    for k, (e, chain, _) in enumerate(_limbs(binding)):
+        frames = np.flatnonzero(through[:, k])
+        full = chain.tolist()
+        # Real joints only (a bone split along its length, Rigify's upper_arm twist, is one segment).
+        real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+        if not frames.size or len(real) < 3 or e in done:
+            continue
+        top, mid = int(real[-3]), int(real[-2])
+        root = int(full[0])
+        end_shift, end_w, facing = _short(caster, positions, frames, root, e, _subtree(sk, e), CLEAR * H)
+        if end_w is None:
+            continue
+        done.add(e)
+        mid_shift, mid_w, _ = _short(caster, positions, frames, root, mid, [mid], CLEAR * H)
+        on = np.flatnonzero(end_w > 0.0)
+        end = positions[on, e] + end_w[on, None] * end_shift[on]
+        # The middle joint bends away from the surface (down under a slab: a raised arm folded
+        # towards the shoulder put its elbow up into it).
+        hint = positions[on, mid] + (0.0 if mid_w is None else mid_w[on, None] * mid_shift[on]) \
+            + float(bend) * end_w[on, None] * facing[on] * float(lengths[mid])
+        seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
+        k_new, a_new = two_bone(positions[on, top], hint, end, seg(top, mid), seg(mid, e))
+        pins[on, mid], pins[on, e] = k_new, a_new
+        for a, b, pa, pb in ((top, mid, positions[on, top], k_new), (mid, e, k_new, a_new)):
+            inner = full[full.index(a) + 1:full.index(b)]
+            run = np.cumsum(lengths[inner]) / max(seg(a, b), 1e-300)
+            for j, t in zip(inner, run):
+                pins[on, j] = pa + t * (pb - pa)
+        for j in _subtree(sk, e)[1:]:
+            pins[on, j] = positions[on, j] + (a_new - positions[on, e])
+    return pins if done else None
+
+
+def _short(caster, positions, frames, root, j, tips, clear, ease=True):
+    """``(shift (F,3), weight (F,), facing (F,3))`` bringing joint ``j`` back along its line from
+    ``root`` on ``frames`` until each of ``tips`` (``j`` and what hangs below it) is ``clear``
+    short of the first surface on its own line from ``root``, eased in and out over ``EASE``
+    frames, and the unit normal of the surface that needed it most, facing the root; weight None
+    when none of them is past a surface."""
+    F = len(positions)
+    start = positions[frames, root]
+    reach = positions[frames, j] - start
+    length = np.linalg.norm(reach, axis=1)
+    direction = reach / np.maximum(length, 1e-300)[:, None]
+    back = np.full(len(frames), -np.inf)                 # how far j must come back along its line
+    normal = np.zeros((len(frames), 3))                  # the surface it met, facing the root
+    for q in tips:
+        ray = positions[frames, q] - start
+        far = np.linalg.norm(ray, axis=1)
+        t, tri = caster.cast(start, ray)
+        need = np.where(t < far + clear, far - (t - clear), -np.inf)
+        worse = need > back
+        if worse.any():
+            a, b, c = (caster.a[np.maximum(tri[worse], 0)], caster.b[np.maximum(tri[worse], 0)],
+                       caster.c[np.maximum(tri[worse], 0)])
+            n = np.cross(b - a, c - a)
+            n /= np.maximum(np.linalg.norm(n, axis=1), 1e-300)[:, None]
+            n *= np.where(np.einsum("ni,ni->n", n, ray[worse]) > 0.0, -1.0, 1.0)[:, None]
+            normal[worse] = n
+        back = np.maximum(back, need)
+    ok = np.isfinite(back)
+    if not ok.any():
+        return None, None, None
+    frames, direction = frames[ok], direction[ok]
+    shift = np.zeros((F, 3))
+    weight = np.zeros(F)
+    facing = np.zeros((F, 3))
+    shift[frames] = -direction * np.minimum(back[ok], length[ok])[:, None]
+    facing[frames] = normal[ok]
+    weight[frames] = 1.0
+    # Eased in and out: each frame near the pinned ones takes the nearest one's shift, less.
+    for f in range(F if ease else 0):
+        if weight[f] == 1.0:
+            continue
+        gap = np.abs(frames - f)
+        i = int(np.argmin(gap))
+        if gap[i] <= EASE:
+            s = 1.0 - gap[i] / (EASE + 1.0)
+            weight[f], shift[f], facing[f] = s * s * (3.0 - 2.0 * s), shift[frames[i]], facing[frames[i]]
+    return shift, weight, facing

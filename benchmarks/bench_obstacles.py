@@ -9,9 +9,9 @@ lowered so that its underside is ``--below`` under the highest the head joint re
 hips are under it (the contacts paper's Fig. 9); then ``adapt_with_contacts`` (re-positioning and
 root replanning on, as ``bake --reposition-contacts``).
 
-Columns: frames where a joint of the trunk (hips, spine, neck, head) is inside the slab's box,
-for the source, the plain adapt and the result; the same for any joint (arms included: they are
-the limbs' own business and the planner does not move them); the root windows
+Columns: frames where a bone of the trunk (hips, spine, neck, head; points every 1/16 of each
+bone) is inside the slab's box, for the source, the plain adapt and the result; the same for any
+bone (arms included: ``contacts.avoidance`` keeps free limbs out); the root windows
 (``AdaptResult.root_windows``: status, frames still through); how far the hips went down; planted
 foot samples (``bench_fidelity.planted``) whose height above the floor is their source height
 within 2 cm, and the median distance of planted samples from their source place; the largest
@@ -37,6 +37,7 @@ from bvh import read_bvh  # noqa: E402
 from blender_reldesc.core import Skeleton, TriMesh, adapt, bind  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 from blender_reldesc.core.contacts import adapt_with_contacts, contact_report, detect_contacts  # noqa: E402
+from blender_reldesc.core.contacts.balance import bone_samples  # noqa: E402
 from blender_reldesc.core.contacts.replanning import trunk_parts  # noqa: E402
 from blender_reldesc.core.contacts.repositioning import largest_step  # noqa: E402
 
@@ -61,10 +62,16 @@ def scene(motion, below):
     return V, T, lowered, box, z0
 
 
-def in_box(P, box):
-    """(F,) frames with a joint of ``P`` (F,k,3) inside the box."""
+def in_box(skel, P, box, joints=None):
+    """(F,) frames where a point along a bone of ``P`` (F,J,3) ending at one of ``joints`` (default
+    all), sampled every 1/16 of the bone, is inside the box (a bone through a 10 cm slab has a
+    sample in it)."""
     lo, hi = box
-    return np.all((P > lo) & (P < hi), axis=-1).any(axis=1)
+    pts = bone_samples(skel, P, tuple(np.linspace(0.0, 1.0, 17)))
+    child = np.flatnonzero(skel.parents >= 0)
+    pick = np.ones(len(child), bool) if joints is None else np.isin(child, joints)
+    pts = pts.reshape(len(P), 17, len(child), 3)[:, :, pick]
+    return np.all((pts > lo) & (pts < hi), axis=-1).any(axis=(1, 2))
 
 
 def main(argv=None):
@@ -111,8 +118,8 @@ def main(argv=None):
         windows = ", ".join(f"{w.start}-{w.end} {w.status}" + (f" ({len(w.through)} through)" if len(w.through) else "")
                             for w in result.root_windows) or "none"
         print(f"| {path.name}, {start}-{start + len(motion) - 1} "
-              f"| {in_box(motion[:, trunk], box).sum()} / {in_box(plain.positions[:, trunk], box).sum()} "
-              f"/ {in_box(P[:, trunk], box).sum()} | {in_box(motion, box).sum()} / {in_box(P, box).sum()} "
+              f"| {in_box(skel, motion, box, trunk).sum()} / {in_box(skel, plain.positions, box, trunk).sum()} "
+              f"/ {in_box(skel, P, box, trunk).sum()} | {in_box(skel, motion, box).sum()} / {in_box(skel, P, box).sum()} "
               f"| {windows} | {float((plain.positions[:, hips, 2] - P[:, hips, 2]).max()):.2f} "
               f"| {100 * height_ok[plant].mean():.1f} % | {100 * float(np.median(moved[plant])):.1f} "
               f"| {largest_step(P) / largest_step(motion):.2f} "

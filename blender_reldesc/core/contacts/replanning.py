@@ -64,6 +64,8 @@ CLEAR = 0.05
 #: C_free is tested at the centres of voxels this many body heights wide (1.8 cm for a 1.75 m
 #: body: within the collision margin of 0.02).
 VOXEL = 0.01
+#: Frames (a Gaussian's sigma) over which the knees' bend hint is smoothed (``_legs_by_ik``).
+KNEE_SMOOTH = 3.0
 #: The duck (``_ducked``): depths this many body heights apart (the planner's speed a frame at
 #: 30 fps), down to DUCK_MAX (0.79 m for a 1.75 m body: a walk crouched as low as its legs let it).
 DUCK_STEP = 0.01
@@ -659,13 +661,25 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
             eff = int(limb.effector)
             free = np.isnan(pins[fr, eff, 0])
             pins[fr[free], eff] = pts[free]
-        _legs_by_ik(sk, binding, positions, moved, p.frames, pins)
+        _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases)
     return list(zip(windows, plans)), pins
 
 
-def _legs_by_ik(sk, binding, positions, moved, frames, pins):
+def _gaussian(x, sigma):
+    """(n,3) ``x`` filtered over its rows by a Gaussian of ``sigma`` rows (ends held)."""
+    if len(x) < 2 or sigma <= 0.0:
+        return x
+    k = np.arange(-int(3 * sigma), int(3 * sigma) + 1)
+    w = np.exp(-0.5 * (k / sigma) ** 2)
+    w /= w.sum()
+    xp = np.concatenate([np.repeat(x[:1], len(k) // 2, 0), x, np.repeat(x[-1:], len(k) // 2, 0)])
+    return np.stack([np.convolve(xp[:, d], w, mode="valid") for d in range(x.shape[1])], axis=1)
+
+
+def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
     """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
-    is held (a contact) or where the adapted motion has it, the knee on the side it bends in the
+    is held in one of its contact ``phases``, or elsewhere where the plan carries it (down with
+    the body, no lower than it stands), the knee on the side it bends in the
     adapted motion carried with the body; knee, ankle and what hangs below pinned. Left to the
     whole-body solver, a leg compressed by a lowered root could fold its knee to the other side
     (a 0.45 m jump in one frame measured under a ceiling at 1.5 m)."""
@@ -699,7 +713,19 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
             continue
         done.add(ankle)
         held = pins[frames, ankle]
-        end = np.where(np.isnan(held), positions[frames, ankle], held)
+        # Out of its contacts a foot in swing goes down with the body (carried by the plan, from
+        # where it is held or adapted), no lower than the ankle stands in the source or than it
+        # was: left where it was, a high step under a 0.43 m duck brought the ankle within the
+        # knee's fold of the hip and the knee leapt 0.7 m.
+        base = np.where(np.isnan(held), positions[frames, ankle], held)
+        swing = base + (moved[:, ankle] - positions[frames, ankle])
+        swing[:, 2] = np.maximum(swing[:, 2], np.minimum(base[:, 2], binding.motion[:, ankle, 2].min()))
+        foot = set(int(j) for j in sk.descendants(ankle)) | {ankle}
+        planted = np.zeros(len(frames), bool)
+        for ph in phases:
+            if ph.effector in foot:
+                planted |= (frames >= ph.start) & (frames <= ph.end)
+        end = np.where((planted & ~np.isnan(held[:, 0]))[:, None], held, swing)
         l1, l2 = L[u], L[u + 1]
         # The knee's side: the way the adapted knee bends off its hip-ankle line (carried with the
         # body), pushed forward (knees point forward in the body frame): near straight, the
@@ -710,7 +736,10 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
         line /= np.maximum(np.linalg.norm(line, axis=1), 1e-300)[:, None]
         bend = moved[:, knee] - moved[:, hip]
         bend -= np.einsum("ni,ni->n", bend, line)[:, None] * line
-        hint = 0.5 * (moved[:, hip] + end) + bend + 0.3 * l1 * forward
+        # Smoothed over frames (a Gaussian of KNEE_SMOOTH frames): where the bend passes near the
+        # hip-ankle line the side can flip for a frame (a high-stepping leg under a 0.43 m duck:
+        # the knee went 0.68 m down and back up).
+        hint = 0.5 * (moved[:, hip] + end) + _gaussian(bend + 0.3 * l1 * forward, KNEE_SMOOTH)
         k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
         # The joints that split the thigh or the shin, at their share along the new segments.
@@ -723,5 +752,5 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins):
         shift = a_new - positions[frames, ankle]
         for j in below:
             held_j = pins[frames, j]
-            pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - end))
+            pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - base))
         pins[frames, ankle] = a_new

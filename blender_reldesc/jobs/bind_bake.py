@@ -209,10 +209,8 @@ class BakeJob:
         options = dict(affinity_override=self.overrides, vertex_influence=self.influence, progress=progress,
                        bone_lengths=self.bone_lengths, hinges=self.hinges, solver_options=self.solver_options,
                        solver=self.solver)
-        self.result, self.outcomes, self.rows, self.contact_counts = contacts.adapt_checked(
+        self.result, self.outcomes, self.rows, self.contact_counts, self.root_windows = contacts.adapt_checked(
             self.bound, self.mesh, self.flags, self.reposition_contacts, self.contact_settings, self.warn, **options)
-        self.root_windows = contacts.root_rows(self.result, self.bound)
-        contacts.warn_through(self.root_windows, self.warn)
         self.warn_unbound()
 
     def compute(self, progress=None):

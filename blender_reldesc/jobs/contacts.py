@@ -77,29 +77,26 @@ def rows(outcomes, bound, mesh, flags):
     return out, counts
 
 
-def root_rows(result, bound):
+def root_rows(result, bound, warn=None):
     """The report's ``root_windows``: per stretch of frames where the trunk went through a surface
     or the root was replanned (``AdaptResult.root_windows``), its scene frames, status and the
-    frames where the trunk still goes through a surface."""
+    frames where the trunk still goes through a surface; with ``warn``, one warning naming those
+    frames when there are any."""
     offset = int(bound.frames[0])
-    return [dict(start=int(w.start + offset), end=int(w.end + offset), status=w.status,
-                 frames_through=[int(f + offset) for f in w.through]) for w in (result.root_windows or [])]
-
-
-def warn_through(rows, warn):
-    """One warning naming the frames where the trunk still goes through a surface, if any."""
-    through = [f for r in rows for f in r["frames_through"]]
-    if not through:
-        return
-    spans = ", ".join(f"{r['start']}-{r['end']} ({r['status']})" for r in rows if r["frames_through"])
-    warn(f"the body goes through a surface on {len(through)} frame(s), first {through[0]}, last {through[-1]} "
-         f"[{spans}]: bake with 'Re-position contacts' on to replan the root, or move the obstacle")
+    out = [dict(start=int(w.start + offset), end=int(w.end + offset), status=w.status,
+                frames_through=[int(f + offset) for f in w.through]) for w in (result.root_windows or [])]
+    through = [f for r in out for f in r["frames_through"]]
+    if warn is not None and through:
+        spans = ", ".join(f"{r['start']}-{r['end']} ({r['status']})" for r in out if r["frames_through"])
+        warn(f"the body goes through a surface on {len(through)} frame(s), first {through[0]}, last {through[-1]} "
+             f"[{spans}]: bake with 'Re-position contacts' on to replan the root, or move the obstacle")
+    return out
 
 
 def adapt_checked(bound, mesh, flags, reposition, settings, warn, **options):
     """Adapt with the contacts checked (re-positioned with ``reposition``): ``(result, outcomes,
-    rows, counts)``. Without contact phases the motion is adapted alone (outcomes None, a
-    warning), unless re-positioning was asked for (SceneError)."""
+    rows, counts, root windows)`` (``root_rows``, warned about). Without contact phases the motion
+    is adapted alone (outcomes None, a warning), unless re-positioning was asked for (SceneError)."""
     try:
         result, outcomes = adapt_with_contacts(bound.binding, mesh, **contact_plan(bound, flags, reposition,
                                                                                    settings), **options)
@@ -107,8 +104,8 @@ def adapt_checked(bound, mesh, flags, reposition, settings, warn, **options):
         if reposition:
             raise SceneError(f"cannot re-position contacts: {e}") from None
         warn(f"contacts not checked: {e}")
-        return adapt(bound.binding, mesh, **options), None, [], {"valid": 0, "repositioned": 0, "unresolved": 0}
-    return (result, outcomes, *rows(outcomes, bound, mesh, flags))
+        return adapt(bound.binding, mesh, **options), None, [], {"valid": 0, "repositioned": 0, "unresolved": 0}, []
+    return (result, outcomes, *rows(outcomes, bound, mesh, flags), root_rows(result, bound, warn))
 
 
 class ContactsJob:

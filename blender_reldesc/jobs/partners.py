@@ -16,7 +16,7 @@ from ..core.characters import adapt_partners, bind_partners
 from ..core.contacts import ContactError
 from .base import print_progress
 from .bind_bake import BakeJob, BindJob
-from .contacts import contact_plan, root_rows, rows, warn_through
+from .contacts import contact_plan, root_rows, rows
 
 
 class PartnersBindJob:
@@ -133,8 +133,7 @@ class PartnerStage:
             j.result, j.outcomes = r, o
             if o is not None:
                 j.rows, j.contact_counts = rows(o, j.bound, j.mesh, j.flags)
-                j.root_windows = root_rows(r, j.bound)
-                warn_through(j.root_windows, j.warn)
+                j.root_windows = root_rows(r, j.bound, j.warn)
 
     def compute(self, job, progress=None):
         for j in self.jobs[1:]:                         # the partners' own stages (their garments)

@@ -84,7 +84,7 @@ def main(argv=None):
     if not clips:
         print(f"no clips in {DATA}: nothing to measure")
         return 0
-    print("| clip, frames | trunk in slab: source / plain / result | any joint: source / result | root windows "
+    print("| clip, frames | trunk in slab: source / plain / result | any bone: source / result | root windows "
           "| hips down most m | planted within 2 cm | planted moved median cm | largest step / source "
           "| valid / repositioned / unresolved | plain s | with contacts s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -64,6 +64,9 @@ CLEAR = 0.05
 #: C_free is tested at the centres of voxels this many body heights wide (1.8 cm for a 1.75 m
 #: body: within the collision margin of 0.02).
 VOXEL = 0.01
+#: A foot in swing up to this many body heights above where its ankle stands does not go down
+#: with a duck, one twice as high goes down in full (``_legs_by_ik``).
+SWING_HEIGHT = 0.1
 #: Frames (a Gaussian's sigma) over which the knees' bend hint is smoothed (``_legs_by_ik``).
 KNEE_SMOOTH = 3.0
 #: The duck (``_ducked``): depths this many body heights apart (the planner's speed a frame at
@@ -717,9 +720,14 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
         # where it is held or adapted), no lower than the ankle stands in the source or than it
         # was: left where it was, a high step under a 0.43 m duck brought the ankle within the
         # knee's fold of the hip and the knee leapt 0.7 m.
+        # How much: none up to SWING_HEIGHT body heights above where the ankle stands (a foot
+        # between its heel's and its toe's phases stays where it is: carried, planted samples
+        # fell from 100 to 88 % on a real clip), all of it from twice that.
         base = np.where(np.isnan(held), positions[frames, ankle], held)
-        swing = base + (moved[:, ankle] - positions[frames, ankle])
-        swing[:, 2] = np.maximum(swing[:, 2], np.minimum(base[:, 2], binding.motion[:, ankle, 2].min()))
+        stand = binding.motion[:, ankle, 2].min()
+        share = np.clip((base[:, 2] - stand) / (SWING_HEIGHT * H) - 1.0, 0.0, 1.0)[:, None]
+        swing = base + share * (moved[:, ankle] - positions[frames, ankle])
+        swing[:, 2] = np.maximum(swing[:, 2], np.minimum(base[:, 2], stand))
         foot = set(int(j) for j in sk.descendants(ankle)) | {ankle}
         planted = np.zeros(len(frames), bool)
         for ph in phases:

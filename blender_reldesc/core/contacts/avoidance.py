@@ -41,6 +41,8 @@ def _limbs(binding):
             except ContactError:
                 continue
             joints = set(chain[1:].tolist()) | set(_subtree(sk, e).tolist())
+            # Leaves beside the chain (Unreal's forearm_twist_01_r) are the limb's, as ``_limb_joints``.
+            joints |= {int(k) for j in chain[1:-1].tolist() for k in sk.children(j) if len(sk.children(k)) == 0}
             out.append((int(e), chain, np.flatnonzero(np.isin(child, list(joints)))))
         binding._joint_models[key] = out
     return binding._joint_models[key]
@@ -51,7 +53,7 @@ def limb_collisions(binding, mesh, positions, phases):
     static ``mesh`` (a bone through it, or a joint more than 1.75 mm inside) where the source's
     did not, on a frame where none of its joints is in a contact phase."""
     from .replanning import TRUNK_MARGIN
-    from .repositioning import _bones_inside, _colliders
+    from .repositioning import newly_inside
     sk, H = binding.skeleton, binding.body_height
     limbs = _limbs(binding)
     F = len(positions)
@@ -71,16 +73,9 @@ def limb_collisions(binding, mesh, positions, phases):
     frames = np.flatnonzero(need.any(axis=1))
     if not frames.size:
         return out
-    margin = TRUNK_MARGIN * H
-    now, _ = _bones_inside(sk, positions, mesh, frames, _colliders(mesh, 0.2 * H), margin, need[frames])
-    hit = np.flatnonzero(now.any(axis=1))
-    if not hit.size:
-        return out
-    was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], _colliders(binding.mesh, 0.2 * H), margin,
-                           now[hit].reshape(len(hit), -1, B).any(axis=1))
-    fresh = (now[hit] & ~was).reshape(len(hit), -1, B).any(axis=1)          # (n,B)
+    fresh, _ = newly_inside(binding, positions, mesh, frames, need[frames], TRUNK_MARGIN * H)
     for k, (_, _, bones) in enumerate(limbs):
-        out[frames[hit], k] = fresh[:, bones].any(axis=1)
+        out[frames, k] = fresh[:, bones].any(axis=1)
     return out
 
 
@@ -136,7 +131,7 @@ def limb_pins(binding, mesh, positions, through, bend=True):
     return pins if done else None
 
 
-def _short(caster, positions, frames, root, j, tips, clear, ease=True):
+def _short(caster, positions, frames, root, j, tips, clear):
     """``(shift (F,3), weight (F,), facing (F,3))`` bringing joint ``j`` back along its line from
     ``root`` on ``frames`` until each of ``tips`` (``j`` and what hangs below it) is ``clear``
     short of the first surface on its own line from ``root``, eased in and out over ``EASE``
@@ -173,13 +168,15 @@ def _short(caster, positions, frames, root, j, tips, clear, ease=True):
     shift[frames] = -direction * np.minimum(back[ok], length[ok])[:, None]
     facing[frames] = normal[ok]
     weight[frames] = 1.0
-    # Eased in and out: each frame near the pinned ones takes the nearest one's shift, less.
-    for f in range(F if ease else 0):
-        if weight[f] == 1.0:
-            continue
-        gap = np.abs(frames - f)
-        i = int(np.argmin(gap))
-        if gap[i] <= EASE:
-            s = 1.0 - gap[i] / (EASE + 1.0)
-            weight[f], shift[f], facing[f] = s * s * (3.0 - 2.0 * s), shift[frames[i]], facing[frames[i]]
+    # Eased in and out: each frame near the pinned ones takes the nearest one's shift (the earlier
+    # on a tie), less.
+    every = np.arange(F)
+    right = np.minimum(np.searchsorted(frames, every), len(frames) - 1)
+    left = np.maximum(right - 1, 0)
+    near = np.where(np.abs(frames[left] - every) <= np.abs(frames[right] - every), frames[left], frames[right])
+    gap = np.abs(near - every)
+    ease = (weight < 1.0) & (gap <= EASE)
+    s = 1.0 - gap[ease] / (EASE + 1.0)
+    weight[ease] = s * s * (3.0 - 2.0 * s)
+    shift[ease], facing[ease] = shift[near[ease]], facing[near[ease]]
     return shift, weight, facing

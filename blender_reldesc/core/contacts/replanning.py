@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 
 from ..geometry.proximity import Collider
 from .balance import bone_samples
@@ -513,10 +514,11 @@ def _windows(phases, bad, F, pad=PAD, spans=(), free=None):
     pad ending under the obstacle does not give."""
     raw = [(phases[i].start, phases[i].end) for i in bad] + [(int(a), int(b)) for a, b in spans]
     if free is not None:
-        raw = _grown(sorted(raw), free)
-    spans = sorted((max(0, a - pad), min(F - 1, b + pad)) for a, b in raw)
+        raw = _grown(raw, free)
+    spans = [(max(0, a - pad), min(F - 1, b + pad)) for a, b in raw]
     if free is not None:
         spans = _grown(spans, free)
+    spans.sort()
     out = []
     for a, b in spans:
         if out and a <= out[-1][1] + 1:
@@ -528,8 +530,8 @@ def _windows(phases, bad, F, pad=PAD, spans=(), free=None):
 
 def _grown(windows, free):
     """``windows`` widened until each end is a frame whose unmoved trunk is clear (``free`` (F,)),
-    or the clip's end, then merged: a plan must leave from and join the adapted motion where
-    it is valid (a window cut by its padding inside the obstacle has no path)."""
+    or the clip's end: a plan must leave from and join the adapted motion where it is valid (a
+    window cut by its padding inside the obstacle has no path)."""
     F = len(free)
     out = []
     for a, b in windows:
@@ -537,10 +539,7 @@ def _grown(windows, free):
             a -= 1
         while b < F - 1 and not free[b]:
             b += 1
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
+        out.append((a, b))
     return out
 
 
@@ -572,26 +571,14 @@ def trunk_collisions(binding, mesh, positions):
     surface of ``mesh`` (a static environment) or has a joint more than the collision margin
     inside it, where the source's did not at bind time: an obstacle brought down onto the path,
     whether or not a contact is disturbed by it."""
-    from .repositioning import _bones_inside, _colliders
-    sk, H = binding.skeleton, binding.body_height
+    from .repositioning import newly_inside
     F = len(positions)
     _, bones = trunk_parts(binding)
-    out = np.zeros(F, bool)
     if not bones.size or mesh.animated:
-        return out
-    B = int(np.sum(sk.parents >= 0))
-    need = np.zeros((F, B), bool)
+        return np.zeros(F, bool)
+    need = np.zeros((F, int(np.sum(binding.skeleton.parents >= 0))), bool)
     need[:, bones] = True
-    frames = np.arange(F)
-    margin = TRUNK_MARGIN * H
-    now, _ = _bones_inside(sk, positions, mesh, frames, _colliders(mesh, 0.2 * H), margin, need)
-    hit = np.flatnonzero(now.any(axis=1))
-    if not hit.size:
-        return out
-    was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], _colliders(binding.mesh, 0.2 * H), margin,
-                           now[hit].reshape(len(hit), -1, B).any(axis=1))
-    out[hit] = (now[hit] & ~was).any(axis=1)
-    return out
+    return newly_inside(binding, positions, mesh, np.arange(F), need, TRUNK_MARGIN * binding.body_height)[0].any(axis=1)
 
 
 def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 0.0, 1.0), seed=0, budget=3.0,
@@ -668,17 +655,6 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     return list(zip(windows, plans)), pins
 
 
-def _gaussian(x, sigma):
-    """(n,3) ``x`` filtered over its rows by a Gaussian of ``sigma`` rows (ends held)."""
-    if len(x) < 2 or sigma <= 0.0:
-        return x
-    k = np.arange(-int(3 * sigma), int(3 * sigma) + 1)
-    w = np.exp(-0.5 * (k / sigma) ** 2)
-    w /= w.sum()
-    xp = np.concatenate([np.repeat(x[:1], len(k) // 2, 0), x, np.repeat(x[-1:], len(k) // 2, 0)])
-    return np.stack([np.convolve(xp[:, d], w, mode="valid") for d in range(x.shape[1])], axis=1)
-
-
 def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
     """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
     is held in one of its contact ``phases``, or elsewhere where the plan carries it (down with
@@ -747,7 +723,8 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
         # Smoothed over frames (a Gaussian of KNEE_SMOOTH frames): where the bend passes near the
         # hip-ankle line the side can flip for a frame (a high-stepping leg under a 0.43 m duck:
         # the knee went 0.68 m down and back up).
-        hint = 0.5 * (moved[:, hip] + end) + _gaussian(bend + 0.3 * l1 * forward, KNEE_SMOOTH)
+        hint = 0.5 * (moved[:, hip] + end) + gaussian_filter1d(bend + 0.3 * l1 * forward, KNEE_SMOOTH, axis=0,
+                                                               mode="nearest", truncate=3.0)
         k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
         # The joints that split the thigh or the shin, at their share along the new segments.

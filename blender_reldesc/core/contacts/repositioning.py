@@ -584,14 +584,7 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None
     joint_sd = np.full((F, len(sk.parents)), np.nan)
     if not frames.size:
         return new_hit, worse, joint_sd
-    inside, joint_sd[frames] = _bones_inside(sk, positions, mesh, frames, get, margin, need[frames])
-    if inside.any():
-        hit = np.flatnonzero(inside.any(axis=1))
-        then_get = _colliders(binding.mesh, 0.2 * binding.body_height)
-        was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], then_get, margin,
-                               inside[hit].reshape(len(hit), -1, B).any(axis=1))
-        fresh = (inside[hit] & ~was).reshape(len(hit), -1, B)                # (n, samples, B)
-        new_hit[frames[hit]] = fresh.any(axis=1)
+    new_hit[frames], joint_sd[frames] = newly_inside(binding, positions, mesh, frames, need[frames], margin, get)
     masses = _masses(binding)
     com_now, com_then = centre_of_mass(sk, positions[frames], masses), centre_of_mass(sk, binding.motion[frames], masses)
     basis = _plane_basis(up)
@@ -693,6 +686,25 @@ def floor_bones(binding):
     return binding._joint_models[key]
 
 
+def newly_inside(binding, positions, mesh, frames, need, margin, get=None):
+    """(n,B) per frame of ``frames`` and bone (``bone_samples`` order) whether the bone of
+    ``positions`` is inside ``mesh`` or through it (``_bones_inside``, the bones ``need`` (n,B)
+    marks) where the source's was not in the bind-time environment; and (n,J) the joints'
+    signed distances (NaN where not measured). ``get``: the colliders of ``mesh`` (``_colliders``)."""
+    sk, H = binding.skeleton, binding.body_height
+    B = int(np.sum(sk.parents >= 0))
+    get = _colliders(mesh, 0.2 * H) if get is None else get
+    inside, at = _bones_inside(sk, positions, mesh, frames, get, margin, need)
+    fresh = np.zeros((len(frames), B), bool)
+    hit = np.flatnonzero(inside.any(axis=1))
+    if hit.size:
+        now = inside[hit].reshape(len(hit), -1, B)                          # (n, samples, B)
+        was, _ = _bones_inside(sk, binding.motion, binding.mesh, frames[hit], _colliders(binding.mesh, 0.2 * H),
+                               margin, now.any(axis=1))
+        fresh[hit] = (now & ~was.reshape(len(hit), -1, B)).any(axis=1)
+    return fresh, at
+
+
 def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     """(n,K+B) whether each point along the bones (``bone_samples``) of ``positions`` at
     ``frames`` is more than ``margin`` inside ``mesh`` (colliders from ``get``), then per bone
@@ -738,18 +750,22 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     fi, bi = np.nonzero(need & (at[:, parent] >= 0.0) & (at[:, child] >= 0.0)
                         & (lower[:, parent] + lower[:, child] <= length * (1.0 + 1e-9)))
     cross = np.zeros((n, B), bool)
-    if fi.size:
-        a, b = P[fi, parent[bi]], P[fi, child[bi]]
-        span = np.maximum(length[fi, bi], 1e-300)[:, None]
-        from_a = np.clip(lower[fi, parent[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
-        from_b = np.clip(lower[fi, child[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
-        a, b = a + from_a * (b - a), b - from_b * (b - a)
+
+    def trace(fi, bi, a, b):
+        """cross[fi, bi] from whether each segment a -> b passes through the mesh at its frame."""
         if mesh.animated:
             for f in np.unique(fi).tolist():
                 rows = np.flatnonzero(fi == f)
                 cross[f, bi[rows]] = get(int(frames[f])).crossing(a[rows], b[rows])
         else:
             cross[fi, bi] = get(0).crossing(a, b)
+
+    if fi.size:
+        a, b = P[fi, parent[bi]], P[fi, child[bi]]
+        span = np.maximum(length[fi, bi], 1e-300)[:, None]
+        from_a = np.clip(lower[fi, parent[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
+        from_b = np.clip(lower[fi, child[bi]] * (1.0 - 1e-9) - 1e-9 * band, 0.0, None)[:, None] / span
+        trace(fi, bi, a + from_a * (b - a), b - from_b * (b - a))
     # Entering: one joint outside, the other inside, and still past the surface when the bone is
     # cut ``margin`` short at its inside end (a head 8 cm up into a 10 cm slab is 2 cm from its
     # top face, within the margin of it, yet went through the underside 8 cm).
@@ -757,13 +773,7 @@ def _bones_inside(skeleton, positions, mesh, frames, get, margin, need=None):
     if fi.size:
         out_end = np.where((at[fi, parent[bi]] >= 0.0)[:, None], P[fi, parent[bi]], P[fi, child[bi]])
         in_end = np.where((at[fi, parent[bi]] >= 0.0)[:, None], P[fi, child[bi]], P[fi, parent[bi]])
-        in_end = in_end + (out_end - in_end) * (margin / length[fi, bi])[:, None]
-        if mesh.animated:
-            for f in np.unique(fi).tolist():
-                rows = np.flatnonzero(fi == f)
-                cross[f, bi[rows]] = get(int(frames[f])).crossing(out_end[rows], in_end[rows])
-        else:
-            cross[fi, bi] = get(0).crossing(out_end, in_end)
+        trace(fi, bi, out_end, in_end + (out_end - in_end) * (margin / length[fi, bi])[:, None])
     cross |= (at[:, parent] < -margin) | (at[:, child] < -margin)
     cross &= need
     return np.concatenate([(sd < -margin).reshape(n, S * B), cross], axis=1), np.where(used, at, np.nan)
@@ -1124,7 +1134,7 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
     outcomes = [Outcome(ph, "valid" if ok else "unresolved", why, ph.position, None)
                 for ph, (ok, why) in zip(phases, checks)]
-    through = _through(binding, mesh, result.positions)
+    measured, through = result, _through(binding, mesh, result.positions)
     if not (reposition and replan_root) and through is not None:
         result.root_windows = _windows_of(through, "not replanned")
     if not reposition or (all(ok for ok, _ in checks) and (through is None or not through.any() or not replan_root)):
@@ -1176,7 +1186,8 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     # trunk goes through an obstacle (a slab brought down onto the path: the head passes
     # through it with every foot contact valid), then §7.3.
     from .replanning import RootWindow, replan_windows, runs
-    through = _through(binding, mesh, result.positions)
+    if result is not measured:                         # re-adapted by the rounds above
+        through = _through(binding, mesh, result.positions)
     if not replan_root:
         result.root_windows = _windows_of(through, "not replanned")
         return result, outcomes, pins

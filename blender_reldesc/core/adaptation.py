@@ -144,9 +144,17 @@ READ_AHEAD = 16
 def jumps(source_from, source_to, target_from, target_to, top, fraction=JUMP_FRACTION):
     """(n,J) whether each joint's target step (``target_from`` -> ``target_to``, (n,J,3)) is longer
     than its source step by more than ``fraction`` of ``top`` (``smooth_jumps``'s test)."""
-    src = np.linalg.norm(source_to - source_from, axis=-1)
-    tgt = np.linalg.norm(target_to - target_from, axis=-1)
+    src, tgt = _lengths(source_to - source_from), _lengths(target_to - target_from)
     return np.nan_to_num(tgt - src, nan=0.0) > fraction * top
+
+
+def _lengths(v):
+    """(...) the lengths of vectors (...,3), summed coordinate by coordinate (np.linalg.norm
+    reduces along the short last axis: a third of a crowd's jump test)."""
+    out = np.square(v[..., 0])
+    out += np.square(v[..., 1])
+    out += np.square(v[..., 2])
+    return np.sqrt(out, out=out)
 
 
 def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA):
@@ -498,11 +506,9 @@ class Rig:
         b = self.bones
         if not len(b):
             return np.zeros(len(positions))
-        jm = np.ascontiguousarray(np.swapaxes(positions, 0, 1))          # (J,n,3): gathers of whole joints
-        d = jm[b[:, 1]] - jm[b[:, 0]]
-        got = np.sqrt(np.einsum("bni,bni->bn", d, d))
-        want = self.lengths[frames][:, b[:, 1]].T
-        return (np.abs(got - want) / want).mean(axis=0)
+        got = _lengths(positions[:, b[:, 1]] - positions[:, b[:, 0]])    # (n,B)
+        want = self.lengths[np.asarray(frames)[:, None], b[:, 1]]
+        return (np.abs(got - want) / want).mean(axis=1)
 
 
 class Collisions:

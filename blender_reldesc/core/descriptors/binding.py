@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import constants as C
 from ..archive import save_npz
-from .weights import CoefficientCache, Coefficients, frames_of, reconstruct
+from .weights import CoefficientCache, Coefficients, frames_of, placement_of, reconstruct
 from ..errors import BindingError, Cancelled, InputError
 from ..geometry.mesh import TriMesh
 from ..geometry.proximity import CoverageIndex
@@ -113,12 +113,17 @@ class Binding:
         if self._reference_frames is None and not self.mesh.animated:
             # The descriptors' frames on the bind-time mesh, once (a crowd asks per character).
             self._reference_frames = frames_of(self.mesh, self.triangles, self.barycentrics, 0)
+        placement = None
+        if not (mesh.animated or self.mesh.animated):
+            # The descriptors on a static mesh, once for every block (a crowd's carpet: 8 a character).
+            after = self._reference_frames if mesh is self.mesh else frames_of(mesh, self.triangles, self.barycentrics, 0)
+            placement = placement_of(self._reference_frames, after, None if replace is None else replace(0))
         out_t, out_a = [], []
         for block in self.cache.covering(int(frames[0]), int(frames[-1]) + 1):
             inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
             if inside.size:
                 t, a = reconstruct(block, self.motion, self.mesh, mesh, self.triangles, self.barycentrics,
-                                   influence, inside, replace, self._reference_frames)
+                                   influence, inside, replace, self._reference_frames, placement)
                 out_t.append(t)
                 out_a.append(a)
         return np.concatenate(out_t), np.concatenate(out_a)

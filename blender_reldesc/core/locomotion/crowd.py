@@ -184,18 +184,78 @@ def walk(carpet, paths, terrain, time_offsets=None, *, frames=None, stop=True, r
                    solver_options=solver_options)
     workers = max(1, min(int(workers), C))
     if workers > 1 and fork_available():
-        chunks = np.array_split(np.arange(C), workers)
-        parts = _in_processes(lambda k, report: _walk(carpet, [paths[c] for c in chunks[k].tolist()], ground,
-                                                      offsets[chunks[k]], frames, total, t0, report,
-                                                      walked=walked[chunks[k]], **options),
-                              len(chunks), progress)
-        result = WalkResult(*(np.concatenate([getattr(r, name) for r in parts]) for name in _STACKED),
-                            warnings=[w for r in parts for w in r.warnings], path_frames=walked)
-        result.seconds = {k: max(r.seconds[k] for r in parts) for k in parts[0].seconds}
-        result.seconds["workers"] = len(parts)
-        result.seconds["total"] = time.perf_counter() - t0
-        return result
+        return _walk_shared(carpet, paths, ground, offsets, frames, total, t0, progress, walked, options, workers)
     return _walk(carpet, paths, ground, offsets, frames, total, t0, progress, walked=walked, **options)
+
+
+def _walk_shared(carpet, paths, ground, offsets, frames, total, t0, progress, walked, options, workers):
+    """``_walk`` with the characters shared among ``workers`` processes (this one and forked
+    ones). Each worker writes its characters' rows of the result into memory shared with this
+    process before the fork (``_Shared``): sent back through a pipe, a 100-character crowd's
+    200 MB of arrays took 0.3-0.7 s to pickle, send, unpickle and join, with both cores idle
+    but one."""
+    C = len(paths)
+    chunks = np.array_split(np.arange(C), workers)
+    laid = carpet.layout(total)
+    J, N = len(carpet.skeleton), len(laid.points)
+    E = len(laid.edges) if options["relax"] else 0
+    shapes = {"positions": (frames, J, 3), "clip_frames": (frames,), "pins": (frames, J, 3), "carpets": (N, 3),
+              "stretch": (E,), "targets": (frames, J, 3), "bone_error": (frames,)}
+    kinds = {"clip_frames": np.int64}
+    out = {name: np.empty((C,) + shapes[name], kinds.get(name, float)) for name in _STACKED}
+    # The rows of every worker but this process's, shared with the forked processes.
+    others = np.concatenate(chunks[1:])
+    shared = _Shared({name: ((len(others),) + shapes[name], kinds.get(name, float)) for name in _STACKED})
+
+    def run(k, report):
+        rows = chunks[k]
+        r = _walk(carpet, [paths[c] for c in rows.tolist()], ground, offsets[rows], frames, total, t0, report,
+                  walked=walked[rows], **options)
+        if k == 0:
+            for name in _STACKED:
+                out[name][rows] = getattr(r, name)
+        else:
+            at = np.searchsorted(others, rows)
+            for name in _STACKED:
+                shared[name][at] = getattr(r, name)
+        return r.warnings, r.seconds
+
+    try:
+        parts = _in_processes(run, len(chunks), progress)
+        for name in _STACKED:
+            out[name][others] = shared[name]
+    finally:
+        shared.close()
+    result = WalkResult(*(out[name] for name in _STACKED), warnings=[w for part in parts for w in part[0]],
+                        path_frames=walked)
+    result.seconds = {k: max(part[1][k] for part in parts) for k in parts[0][1]}
+    result.seconds["workers"] = len(parts)
+    result.seconds["total"] = time.perf_counter() - t0
+    return result
+
+
+class _Shared:
+    """Arrays ``{name: (shape, dtype)}`` in one anonymous memory map shared with processes forked
+    after it is made (``shared[name]`` an ndarray view of it); ``close`` unmaps it."""
+
+    def __init__(self, specs):
+        import mmap
+        sizes = {name: int(np.prod(shape)) * np.dtype(dtype).itemsize for name, (shape, dtype) in specs.items()}
+        self._map = mmap.mmap(-1, max(1, sum(sizes.values())))
+        self.arrays, at = {}, 0
+        for name, (shape, dtype) in specs.items():
+            self.arrays[name] = np.frombuffer(self._map, dtype, int(np.prod(shape)), at).reshape(shape)
+            at += sizes[name]
+
+    def __getitem__(self, name):
+        return self.arrays[name]
+
+    def close(self):
+        self.arrays = {}
+        try:
+            self._map.close()
+        except BufferError:           # a view still held (an exception's traceback): freed with it
+            pass
 
 
 def stop_frame(carpet, length, offset=0, played=None):
@@ -391,11 +451,13 @@ def _rigid_body(carpet, motion, clip, targets, affinity):
     # With the top joint of each leg (a hip joint): the pelvis is one piece.
     body = np.r_[body, [j for j in range(len(sk)) if sk.parents[j] in set(body.tolist()) and j not in body]]
     for c in range(len(clip)):
-        src = motion[clip[c]][:, body]
+        # One character at a time: a character's rotations are then the same alone as in a
+        # crowd (``nearest_rotation`` takes another method for batches of another size).
+        src = motion[clip[c][:, None], body]                                        # (F,K,3)
         tgt = targets[c][:, body]
-        cs, ct = src.mean(axis=1, keepdims=True), tgt.mean(axis=1, keepdims=True)
-        rot = kabsch(src - cs, tgt - ct)
-        targets[c][:, body] = np.einsum("fij,fkj->fki", rot, src - cs) + ct
+        src = src - src.mean(axis=1, keepdims=True)
+        ct = tgt.mean(axis=1, keepdims=True)
+        targets[c][:, body] = np.matmul(src, np.swapaxes(kabsch(src, tgt - ct), -1, -2)) + ct
     # The body holds its targets as firmly as a joint in contact (affinity 1): with the paper's
     # affinity (low far from surfaces), a leg whose targets do not fit its bones bent the
     # pelvis round and kinked the spine (measured: 17° median at a spine joint the source

@@ -31,6 +31,7 @@ import numpy as np
 from .. import constants as C
 from .rotations import quat_from_matrix, recover_rotations, swing
 from .hierarchy import Skeleton
+from ..geometry.triangles import cross, dot, normalize
 
 
 def zero_length(skeleton, motion, body_height):
@@ -88,7 +89,7 @@ def _off_bone_children(motion, j, kids):
 
 
 def _unit(v):
-    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-300)
+    return normalize(v)
 
 
 def two_bone(top, middle, end, l1, l2):
@@ -133,7 +134,7 @@ def bend_angles(a, k, c):
 def _anchor_rotations(offsets_src, offsets_now):
     """Best-fit rotations (...,3,3) of an anchor's child offsets (...,K,3) and whether each is
     well defined (Kabsch, one SVD: collinear offsets leave the turn about their line free)."""
-    h = np.einsum("...ki,...kj->...ij", offsets_src, offsets_now)
+    h = np.matmul(np.swapaxes(offsets_src, -1, -2), offsets_now)          # sum of src now^T
     uu, sv, vt = np.linalg.svd(h)
     d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
     fix = np.ones(h.shape[:-1])
@@ -160,6 +161,7 @@ class Hinges:
         self.which = which
         self.normal = normal
         self.upper = upper
+        self.bent = np.einsum("fhi,fhi->fh", normal, normal) > 0           # (F,H): a normal to keep
 
     def subset(self, joints):
         """The hinges whose hinge joint is in ``joints`` (a reach re-solves one arm: the others
@@ -228,27 +230,31 @@ class Hinges:
             return p
         f = np.asarray(f)
         t = self.triples
-        n_src = self.normal[f]                                           # (S,H,3)
-        test = np.einsum("shi,shi->sh", n_src, n_src) > 0
+        test = self.bent[f]                                              # (S,H)
         if free is not None:
-            test &= free
+            test = test & free
         if not test.any():
             return p
-        src = src_motion[f]
-        rots, oks = zip(*(_anchor_rotations(src[:, kids] - src[:, anchor, None], p[:, kids] - p[:, anchor, None])
-                          for anchor, kids in self.anchors))          # one per distinct anchor, (S,3,3)
+        rots, oks = [], []
+        for anchor, kids in self.anchors:                             # one per distinct anchor, (S,3,3)
+            src, now = src_motion[f[:, None], kids], p[:, kids]        # only the joints it needs
+            src -= src_motion[f, anchor][:, None]
+            rot, ok = _anchor_rotations(src, now - p[:, anchor, None])
+            rots.append(rot)
+            oks.append(ok)
         rot_all, ok_all = np.stack(rots, axis=1), np.stack(oks, axis=1)   # (S,A,3,3), (S,A)
         si, hi = np.nonzero(test & ok_all[:, self.which])
         if not si.size:
             return p
         rot = rot_all[si, self.which[hi]]
+        n_src = self.normal[f[si], hi]                                   # (n,3)
         a, k, c = p[si, t[hi, 0]], p[si, t[hi, 1]], p[si, t[hi, 2]]
         up_now = _unit(k - a)
-        carried = swing(np.einsum("hij,hj->hi", rot, self.upper[f[si], hi]), up_now) @ rot
-        n_want = np.einsum("hij,hj->hi", carried, n_src[si, hi])
+        carried = swing(np.matmul(rot, self.upper[f[si], hi, :, None])[..., 0], up_now) @ rot
+        n_want = np.matmul(carried, n_src[:, :, None])[..., 0]
         axis = _unit(c - a)
-        want = _unit(np.cross(axis, n_want))                 # the side the knee should be on
-        side = np.einsum("hi,hi->h", k - a, want)
+        want = _unit(cross(axis, n_want))                    # the side the knee should be on
+        side = dot(k - a, want)
         flip = side < 0
         if flip.any():
             p[si[flip], t[hi[flip], 1]] = k[flip] - 2.0 * side[flip, None] * want[flip]

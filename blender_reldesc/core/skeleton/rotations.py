@@ -75,9 +75,10 @@ def _swing_unit(u, v):
 def kabsch(u, v, weights=None):
     """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3): the nearest
     proper rotation to the transpose of their covariance (``nearest_rotation``)."""
-    w = np.ones(u.shape[:-1]) if weights is None else weights
-    h = np.einsum("...k,...ki,...kj->...ij", w, u, v)
-    return nearest_rotation(np.swapaxes(h, -1, -2))
+    # sum_k w_k v_k u_k^T as a batched product (a three-operand einsum took 6x as long on a
+    # crowd's 100k rigid bodies)
+    wu = u if weights is None else u * np.asarray(weights)[..., None]
+    return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu))
 
 
 def nearest_rotation(m):

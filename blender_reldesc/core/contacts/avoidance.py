@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..skeleton.joints import two_bone
+
 #: How far short of the surface the effector is held, body heights (3.5 cm for 1.75 m).
 CLEAR = 0.02
 #: Frames over which the pin is eased in before and out after the frames it is needed on.
 EASE = 8
+#: A limb laid along the surface it met (``_laid_along``) points this many degrees away from it.
+LAY_TILT = 10.0
 
 
 def _limbs(binding):
@@ -88,7 +92,7 @@ def limb_pins(binding, mesh, positions, through, bend=True):
     length), so the pinned limb keeps its bone lengths; what hangs below the effector moves
     with it. None when nothing needs pinning."""
     from ..geometry.rays import RayCaster
-    from ..skeleton.joints import split_joints, two_bone
+    from ..skeleton.joints import split_joints
     from .repositioning import _subtree
     sk = binding.skeleton
     F, J, _ = positions.shape
@@ -114,13 +118,21 @@ def limb_pins(binding, mesh, positions, through, bend=True):
         mid_shift, mid_w, _ = _short(caster, positions, frames, root, mid, [mid], CLEAR * H)
         on = np.flatnonzero(end_w > 0.0)
         end = positions[on, e] + end_w[on, None] * end_shift[on]
-        # The middle joint bends away from the surface (down under a slab: a raised arm folded
-        # towards the shoulder put its elbow up into it).
-        hint = positions[on, mid] + (0.0 if mid_w is None else mid_w[on, None] * mid_shift[on]) \
-            + float(bend) * end_w[on, None] * facing[on] * float(lengths[mid])
         seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
+        # The middle joint bends away from the surface (down under a slab: a raised arm folded
+        # towards the shoulder put its elbow up into it), pushed by twice the limb's length so that
+        # the push wins wherever the joint was (by its upper bone's length, an elbow raised 0.4 m
+        # above a hand brought under a slab stayed up, in the slab, on 13 frames of a real walk).
+        hint = positions[on, mid] + (0.0 if mid_w is None else mid_w[on, None] * mid_shift[on]) \
+            + float(bend) * end_w[on, None] * facing[on] * 2.0 * seg(top, e)
         k_new, a_new = two_bone(positions[on, top], hint, end, seg(top, mid), seg(mid, e))
+        if bend:
+            k_new, a_new = _laid_along(caster, positions, on, (root, top, mid, e), k_new, a_new, end_w, facing,
+                                       (seg(top, mid), seg(mid, e)), CLEAR * H)
         pins[on, mid], pins[on, e] = k_new, a_new
+        # The limb's top (a shoulder) held where the IK took it from: moved by the solve that
+        # follows, it stretched an upper arm laid along a slab by 1.8 cm.
+        pins[on, top] = positions[on, top]
         for a, b, pa, pb in ((top, mid, positions[on, top], k_new), (mid, e, k_new, a_new)):
             inner = full[full.index(a) + 1:full.index(b)]
             run = np.cumsum(lengths[inner]) / max(seg(a, b), 1e-300)
@@ -129,6 +141,61 @@ def limb_pins(binding, mesh, positions, through, bend=True):
         for j in _subtree(sk, e)[1:]:
             pins[on, j] = positions[on, j] + (a_new - positions[on, e])
     return pins if done else None
+
+
+def _blocked(caster, start, stop, clear):
+    """(n,) whether the segments ``start`` -> ``stop`` (n,3) meet a surface before ``clear`` past
+    their end."""
+    ray = stop - start
+    t, _ = caster.cast(start, ray)
+    return t < np.linalg.norm(ray, axis=1) + clear
+
+
+def _laid_along(caster, positions, on, joints, k_new, a_new, end_w, facing, lengths, clear):
+    """``(middle, end)`` of a limb pinned on frames ``on``, laid along the surface it met on each
+    run of frames where the pinned limb still folds its middle joint into it.
+
+    Brought back along its line from the root, a hand raised through a slab lands under it close to
+    the shoulder, and the only elbow those bone lengths allow points up into the slab (13 frames of
+    a real walk). There the limb keeps its reach from its top joint (the shoulder) but turns until it
+    no longer points into the surface, ``LAY_TILT`` away from parallel, and bends away from it; a
+    whole run of pinned frames is laid so, eased in and out as the pin is, when that leaves fewer
+    of its frames blocked."""
+    root, top, mid, e = joints
+    l1, l2 = lengths
+    start = positions[on, top]
+    stuck = _blocked(caster, start, k_new, clear) | _blocked(caster, k_new, a_new, clear)
+    if not stuck.any():
+        return k_new, a_new
+    k_new, a_new = k_new.copy(), a_new.copy()
+    cut = np.flatnonzero(np.diff(on) > 1) + 1
+    for rows in np.split(np.arange(len(on)), cut):
+        if not stuck[rows].any():
+            continue
+        f = on[rows]
+        t = positions[f, top]
+        d = positions[f, e] - t
+        n = facing[f]
+        reach = np.minimum(np.linalg.norm(d, axis=1), 0.999 * (l1 + l2))
+        flat = d - np.minimum(np.einsum("ni,ni->n", d, n), 0.0)[:, None] * n        # nothing into the surface
+        flat /= np.maximum(np.linalg.norm(d, axis=1), 1e-300)[:, None]
+        # Outward, the way the limb's first bone points (a clavicle's: sideways), along the surface:
+        # an arm raised straight into a slab has no way along it of its own, and the little it has
+        # swung from frame to frame (a 0.28 m step).
+        out = positions[f, top] - positions[f, root]
+        out -= np.einsum("ni,ni->n", out, n)[:, None] * n
+        out /= np.maximum(np.linalg.norm(out, axis=1), 1e-300)[:, None]
+        way = flat + 0.5 * out
+        way /= np.maximum(np.linalg.norm(way, axis=1), 1e-300)[:, None]
+        way += np.tan(np.radians(LAY_TILT)) * n
+        way /= np.maximum(np.linalg.norm(way, axis=1), 1e-300)[:, None]
+        goal = positions[f, e] + end_w[f, None] * (t + way * reach[:, None] - positions[f, e])
+        hint = positions[f, mid] + end_w[f, None] * n * 2.0 * (l1 + l2)
+        k2, a2 = two_bone(t, hint, goal, l1, l2)
+        left = _blocked(caster, start[rows], k2, clear) | _blocked(caster, k2, a2, clear)
+        if left.sum() < stuck[rows].sum():
+            k_new[rows], a_new[rows] = k2, a2
+    return k_new, a_new
 
 
 def _short(caster, positions, frames, root, j, tips, clear):

@@ -7,6 +7,7 @@ from blender_reldesc.core import TriMesh, adapt, bind
 from blender_reldesc.core import synthetic as S
 from blender_reldesc.core.contacts import adapt_with_contacts
 from blender_reldesc.core.contacts.avoidance import limb_collisions
+from core_helpers import walk_under_a_slab
 
 
 def _walk_past_a_box(convention, size=0.12, frames=150):
@@ -72,38 +73,25 @@ def test_nothing_is_held_where_nothing_goes_through():
 
 
 def _raised_arm_under_a_slab(convention, frames=150, below=0.08):
-    """A generated walk whose right arm is raised straight up over its middle third (eased in and
-    out over 10 frames), a 2 m x 2 m x 0.1 m slab bound 6 m up over the hips at the middle frame
-    and brought down after binding to ``below`` under the highest the head reaches while under it
-    (the contacts paper's Fig. 9, as ``bench_obstacles.py``): skeleton, motion, binding, the edited
-    mesh and the slab's corners."""
+    """``walk_under_a_slab`` with the right arm raised straight up over the walk's middle third
+    (eased in and out over 10 frames): skeleton, motion, binding, the edited mesh, the slab's box."""
     from scipy.spatial.transform import Rotation
-    sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=frames).copy()
-    shoulder, hand = roles.index("upperarm.R"), roles.index("hand.R")
-    arm = np.r_[shoulder, sk.descendants(shoulder)].astype(int)
-    t = np.arange(frames)
-    a, b = frames // 3, 2 * frames // 3
-    w = np.clip(np.minimum(t - a, b - t) / 10.0, 0.0, 1.0)
-    for f in np.flatnonzero(w > 0):
-        d = motion[f, hand] - motion[f, shoulder]
-        d /= np.linalg.norm(d)
-        axis = np.cross(d, [0.0, 0.0, 1.0])
-        angle = np.arccos(np.clip(d[2], -1.0, 1.0)) * w[f]
-        R = Rotation.from_rotvec(axis / np.linalg.norm(axis) * angle).as_matrix()
-        motion[f, arm] = motion[f, shoulder] + (motion[f, arm] - motion[f, shoulder]) @ R.T
-    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
-    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.2), int((hi[1] - lo[1]) / 0.2),
-                   origin=(lo[0], lo[1]), z=motion[..., 2].min() - 0.005)
-    mid = motion[frames // 2, 0]
-    verts, tris, (_, (s0, s1)) = S.merge(floor, S.box((mid[0], mid[1], 6.0), (2.0, 2.0, 0.1), subdivisions=4))
-    mesh = TriMesh(verts, tris)
-    binding = bind(sk, motion, mesh)
-    under = np.all(np.abs(motion[:, 0, :2] - mid[:2]) < 1.0, axis=1)
-    bottom = float(motion[under, roles.index("head_end")].max(axis=0)[2]) - below
-    v = verts.copy()
-    v[s0:s1, 2] += bottom + 0.05 - 6.0
-    return sk, motion, binding, mesh.with_vertices(v), (v[s0:s1].min(axis=0), v[s0:s1].max(axis=0))
+
+    def raise_arm(motion, sk, roles):
+        shoulder, hand = roles.index("upperarm.R"), roles.index("hand.R")
+        arm = np.r_[shoulder, sk.descendants(shoulder)].astype(int)
+        t = np.arange(frames)
+        a, b = frames // 3, 2 * frames // 3
+        w = np.clip(np.minimum(t - a, b - t) / 10.0, 0.0, 1.0)
+        for f in np.flatnonzero(w > 0):
+            d = motion[f, hand] - motion[f, shoulder]
+            d /= np.linalg.norm(d)
+            axis = np.cross(d, [0.0, 0.0, 1.0])
+            angle = np.arccos(np.clip(d[2], -1.0, 1.0)) * w[f]
+            R = Rotation.from_rotvec(axis / np.linalg.norm(axis) * angle).as_matrix()
+            motion[f, arm] = motion[f, shoulder] + (motion[f, arm] - motion[f, shoulder]) @ R.T
+
+    return walk_under_a_slab(convention, below, frames, raise_arm)[:5]
 
 
 def _bones_in(sk, positions, box, tolerance=0.0):

@@ -9,6 +9,7 @@ from blender_reldesc.core.contacts import adapt_with_contacts, contact_report
 from blender_reldesc.core.contacts import replanning as RP
 from blender_reldesc.core.contacts.balance import bone_samples
 from blender_reldesc.core.geometry import Collider
+from core_helpers import walk_under_a_slab
 
 
 @pytest.fixture(scope="module")
@@ -82,28 +83,6 @@ def test_a_ceiling_at_hip_height_has_no_root_path(ceiling):
     assert set(_trunk_in_slab(skel, result.positions, mesh, slab).tolist()) <= set(through.tolist())
 
 
-def _walk_under_a_slab(convention, below=0.08, frames=150):
-    """A generated walk of a ``convention_rig`` over a floor, a 2 m x 2 m slab 0.1 m thick bound 6 m up
-    over the middle of its path and lowered after binding to ``below`` under the top of the head
-    (the highest joint) while the hips pass under it: skeleton, motion, binding, the lowered mesh,
-    the slab's box and the rig's roles."""
-    sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=frames)
-    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
-    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.2), int((hi[1] - lo[1]) / 0.2),
-                   origin=(lo[0], lo[1]), z=motion[..., 2].min() - 0.005)
-    mid = motion[frames // 2, 0]
-    verts, tris, (_, (a, b)) = S.merge(floor, S.box((mid[0], mid[1], 6.0), (2.0, 2.0, 0.1), subdivisions=4))
-    mesh = TriMesh(verts, tris)
-    binding = bind(sk, motion, mesh)
-    under = np.all(np.abs(motion[:, 0, :2] - mid[:2]) < 1.0, axis=1)
-    bottom = motion[under][..., 2].max() - below
-    v = verts.copy()
-    v[a:b, 2] += bottom + 0.05 - 6.0
-    box = (np.r_[mid[:2] - 1.0, bottom], np.r_[mid[:2] + 1.0, bottom + 0.1])
-    return sk, motion, binding, mesh.with_vertices(v), box, roles
-
-
 def _in_box(points, box):
     return np.all((points > box[0]) & (points < box[1]), axis=-1)
 
@@ -114,7 +93,7 @@ def test_a_slab_lowered_onto_a_walk_is_ducked_under(convention):
     through the slab (the plain adapt walks through it, as the source); with contacts the root is
     replanned, no joint of the trunk enters it, the planted feet stay within 2 cm of their source
     height, no frame steps more than 1.5x the source's, and the result says where it replanned."""
-    sk, motion, binding, mesh, box, roles = _walk_under_a_slab(convention)
+    sk, motion, binding, mesh, box, roles = walk_under_a_slab(convention)
     trunk, _ = RP.trunk_parts(binding)
     plain, _ = adapt_with_contacts(binding, mesh, replan_root=False)
     assert _in_box(plain.positions[:, trunk], box).any(axis=1).sum() >= 5
@@ -141,7 +120,7 @@ def test_trunk_collisions_are_the_edit_s_alone():
     """Nothing on the unedited scene (the source's own contacts are not collisions), nor after a
     rigid move of everything; the slab lowered: at least every frame with a trunk joint inside
     its box, and the same frames when the scene and the motion are moved together."""
-    sk, motion, binding, mesh, box, _ = _walk_under_a_slab("bvh")
+    sk, motion, binding, mesh, box, _ = walk_under_a_slab("bvh")
     assert not RP.trunk_collisions(binding, binding.mesh, motion).any()
     found = RP.trunk_collisions(binding, mesh, motion)
     trunk, _ = RP.trunk_parts(binding)

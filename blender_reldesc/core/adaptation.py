@@ -20,6 +20,7 @@ from .descriptors.clearance import keep_clearance
 from .errors import InputError, TopologyError
 from .geometry import TriMesh
 from .geometry import Collider
+from .geometry.triangles import norm
 from .skeleton.joints import (BendLimits, Hinges, TwistLimits, effective_children, representatives,
                               trunk_mask, zero_length)
 from .skeleton.rotations import kabsch, swing
@@ -144,17 +145,8 @@ READ_AHEAD = 16
 def jumps(source_from, source_to, target_from, target_to, top, fraction=JUMP_FRACTION):
     """(n,J) whether each joint's target step (``target_from`` -> ``target_to``, (n,J,3)) is longer
     than its source step by more than ``fraction`` of ``top`` (``smooth_jumps``'s test)."""
-    src, tgt = _lengths(source_to - source_from), _lengths(target_to - target_from)
+    src, tgt = norm(source_to - source_from), norm(target_to - target_from)
     return np.nan_to_num(tgt - src, nan=0.0) > fraction * top
-
-
-def _lengths(v):
-    """(...) the lengths of vectors (...,3), summed coordinate by coordinate (np.linalg.norm
-    reduces along the short last axis: a third of a crowd's jump test)."""
-    out = np.square(v[..., 0])
-    out += np.square(v[..., 1])
-    out += np.square(v[..., 2])
-    return np.sqrt(out, out=out)
 
 
 def smooth_jumps(source, targets, top, fraction=JUMP_FRACTION, sigma=JUMP_SIGMA):
@@ -506,7 +498,7 @@ class Rig:
         b = self.bones
         if not len(b):
             return np.zeros(len(positions))
-        got = _lengths(positions[:, b[:, 1]] - positions[:, b[:, 0]])    # (n,B)
+        got = norm(positions[:, b[:, 1]] - positions[:, b[:, 0]])        # (n,B)
         want = self.lengths[np.asarray(frames)[:, None], b[:, 1]]
         return (np.abs(got - want) / want).mean(axis=1)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..geometry.triangles import dot, norm, normalize
 from ..skeleton.joints import two_bone
 
 #: How far short of the surface the effector is held, body heights (3.5 cm for 1.75 m).
@@ -121,8 +122,8 @@ def limb_pins(binding, mesh, positions, through, bend=True):
         seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
         # The middle joint bends away from the surface (down under a slab: a raised arm folded
         # towards the shoulder put its elbow up into it), pushed by twice the limb's length so that
-        # the push wins wherever the joint was (by its upper bone's length, an elbow raised 0.4 m
-        # above a hand brought under a slab stayed up, in the slab, on 13 frames of a real walk).
+        # the push outweighs wherever the joint was (an elbow is at most the upper bone's length
+        # off the line; where the bone lengths leave no elbow out of the surface, ``_laid_along``).
         hint = positions[on, mid] + (0.0 if mid_w is None else mid_w[on, None] * mid_shift[on]) \
             + float(bend) * end_w[on, None] * facing[on] * 2.0 * seg(top, e)
         k_new, a_new = two_bone(positions[on, top], hint, end, seg(top, mid), seg(mid, e))
@@ -148,7 +149,7 @@ def _blocked(caster, start, stop, clear):
     their end."""
     ray = stop - start
     t, _ = caster.cast(start, ray)
-    return t < np.linalg.norm(ray, axis=1) + clear
+    return t < norm(ray) + clear
 
 
 def _laid_along(caster, positions, on, joints, k_new, a_new, end_w, facing, lengths, clear):
@@ -163,8 +164,8 @@ def _laid_along(caster, positions, on, joints, k_new, a_new, end_w, facing, leng
     of its frames blocked."""
     root, top, mid, e = joints
     l1, l2 = lengths
-    start = positions[on, top]
-    stuck = _blocked(caster, start, k_new, clear) | _blocked(caster, k_new, a_new, clear)
+    shoulder = positions[on, top]
+    stuck = _blocked(caster, shoulder, k_new, clear) | _blocked(caster, k_new, a_new, clear)
     if not stuck.any():
         return k_new, a_new
     k_new, a_new = k_new.copy(), a_new.copy()
@@ -172,27 +173,21 @@ def _laid_along(caster, positions, on, joints, k_new, a_new, end_w, facing, leng
     for rows in np.split(np.arange(len(on)), cut):
         if not stuck[rows].any():
             continue
-        f = on[rows]
-        t = positions[f, top]
+        f, t, n = on[rows], shoulder[rows], facing[on[rows]]
         d = positions[f, e] - t
-        n = facing[f]
-        reach = np.minimum(np.linalg.norm(d, axis=1), 0.999 * (l1 + l2))
-        flat = d - np.minimum(np.einsum("ni,ni->n", d, n), 0.0)[:, None] * n        # nothing into the surface
-        flat /= np.maximum(np.linalg.norm(d, axis=1), 1e-300)[:, None]
+        length = norm(d)
+        reach = np.minimum(length, 0.999 * (l1 + l2))
+        flat = (d - np.minimum(dot(d, n), 0.0)[:, None] * n) / np.maximum(length, 1e-300)[:, None]   # none into it
         # Outward, the way the limb's first bone points (a clavicle's: sideways), along the surface:
         # an arm raised straight into a slab has no way along it of its own, and the little it has
         # swung from frame to frame (a 0.28 m step).
-        out = positions[f, top] - positions[f, root]
-        out -= np.einsum("ni,ni->n", out, n)[:, None] * n
-        out /= np.maximum(np.linalg.norm(out, axis=1), 1e-300)[:, None]
-        way = flat + 0.5 * out
-        way /= np.maximum(np.linalg.norm(way, axis=1), 1e-300)[:, None]
-        way += np.tan(np.radians(LAY_TILT)) * n
-        way /= np.maximum(np.linalg.norm(way, axis=1), 1e-300)[:, None]
+        out = t - positions[f, root]
+        out = normalize(out - dot(out, n)[:, None] * n)
+        way = normalize(normalize(flat + 0.5 * out) + np.tan(np.radians(LAY_TILT)) * n)
         goal = positions[f, e] + end_w[f, None] * (t + way * reach[:, None] - positions[f, e])
         hint = positions[f, mid] + end_w[f, None] * n * 2.0 * (l1 + l2)
         k2, a2 = two_bone(t, hint, goal, l1, l2)
-        left = _blocked(caster, start[rows], k2, clear) | _blocked(caster, k2, a2, clear)
+        left = _blocked(caster, t, k2, clear) | _blocked(caster, k2, a2, clear)
         if left.sum() < stuck[rows].sum():
             k_new[rows], a_new[rows] = k2, a2
     return k_new, a_new

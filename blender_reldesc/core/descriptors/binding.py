@@ -123,7 +123,7 @@ class Binding:
             inside = frames[(frames >= block.start) & (frames < block.start + block.count)]
             if inside.size:
                 t, a = reconstruct(block, self.motion, self.mesh, mesh, self.triangles, self.barycentrics,
-                                   influence, inside, replace, self._reference_frames, placement)
+                                   influence, inside, replace, placement)
                 out_t.append(t)
                 out_a.append(a)
         return np.concatenate(out_t), np.concatenate(out_a)

@@ -264,7 +264,7 @@ class CoefficientCache:
 
 
 def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames=None, replace=None,
-                before=None, placement=None):
+                placement=None):
     """Joint targets (Eq. 2) and affinities on a (deformed) mesh for one block.
 
     Parameters
@@ -280,9 +280,7 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     replace : optional ``f -> (index (m,), points (m,3), rotations (m,3,3))``: descriptors
         re-embedded (``reembed``), with their origin and the rotation of their relative
         vectors on ``mesh`` at frame f, used instead of their place on the surface.
-    before : optional ``frames_of(reference, tri, bary, 0)`` of a static reference, computed
-        once by the caller (it is also the deformed mesh's when ``mesh is reference``).
-    placement : optional ``placement(...)`` of the descriptors on a static ``mesh`` (with
+    placement : optional ``placement_of(...)`` of the descriptors on a static ``mesh`` (with
         ``replace`` applied), computed once by a caller that reconstructs several blocks.
 
     Returns
@@ -339,8 +337,7 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
         columns = desc + frame_of_entry * N
     else:
         if placement is None:
-            if before is None:
-                before = frames_of(reference, tri, bary, 0)
+            before = frames_of(reference, tri, bary, 0)
             after = before if mesh is reference else frames_of(mesh, tri, bary, 0)
             placement = placement_of(before, after, None if replace is None else replace(0))
         maps = _maps(placement, centre)
@@ -349,12 +346,8 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     total = sums[:, 12]
     empty = ~(total > 0)
     p = motion[coef.start + local].reshape(-1, 3) - centre
-    # (sum of w A) p row by row, column by column (an einsum took 3x as long on a crowd's rows)
-    turned = sums[:, 0:9:3] * p[:, :1]
-    turned += sums[:, 1:9:3] * p[:, 1:2]
-    turned += sums[:, 2:9:3] * p[:, 2:3]
     with np.errstate(divide="ignore", invalid="ignore"):
-        targets = centre + (sums[:, 9:12] + turned) / total[:, None]
+        targets = centre + (sums[:, 9:12] + np.einsum("rij,rj->ri", sums[:, :9].reshape(-1, 3, 3), p)) / total[:, None]
     targets[empty] = np.nan
     affinity[empty] = 0.0
     return targets.reshape(n, J, 3), affinity.reshape(n, J)

@@ -75,8 +75,8 @@ def _swing_unit(u, v):
 def kabsch(u, v, weights=None):
     """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3): the nearest
     proper rotation to the transpose of their covariance (``nearest_rotation``)."""
-    # sum_k w_k v_k u_k^T as a batched product (a three-operand einsum took 6x as long on a
-    # crowd's 100k rigid bodies)
+    # sum_k w_k v_k u_k^T as a batched product (a three-operand einsum took 6.6x as long on
+    # 1000 sets of 14 vectors, 3.4x on 100k sets of 3)
     wu = u if weights is None else u * np.asarray(weights)[..., None]
     return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu))
 

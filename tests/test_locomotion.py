@@ -172,6 +172,10 @@ def test_a_crowd_shared_among_processes_is_the_same_crowd(carpet, hills):
         np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
     assert one.warnings == two.warnings
     assert seen                                          # this process's part reports progress
+    # Without relaxation the carpets have no stretch to share (its rows are (0,) long).
+    loose = walk(carpet, paths, hills, offsets, relax=False, workers=2)
+    assert loose.stretch.shape == (3, 0)
+    np.testing.assert_array_equal(loose.positions, walk(carpet, paths, hills, offsets, relax=False).positions)
     # More workers than characters: one process per character (the carpet is laid for a
     # shorter clip here, as for one character alone: equal within rounding, see above).
     np.testing.assert_allclose(walk(carpet, paths[:2], hills, offsets[:2], workers=8).positions,

@@ -45,8 +45,8 @@ SLAB = (2.0, 2.0, 0.1)
 
 
 def scene(motion, below):
-    """Floor and slab vertices, triangles, the slab's vertex range, its box (lo, hi) once lowered
-    and the lowered vertices."""
+    """Floor and slab vertices, triangles, the lowered vertices, the slab's box (lo, hi) once
+    lowered, the floor's height and the floor alone (vertices, triangles)."""
     z0 = float(motion[..., 2].min()) - 0.01
     lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
     floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.1), int((hi[1] - lo[1]) / 0.1),
@@ -59,7 +59,7 @@ def scene(motion, below):
     lowered = V.copy()
     lowered[a:b, 2] += bottom + 0.5 * SLAB[2] - 6.0
     box = (np.r_[mid[:2] - 0.5 * np.array(SLAB[:2]), bottom], np.r_[mid[:2] + 0.5 * np.array(SLAB[:2]), bottom + SLAB[2]])
-    return V, T, lowered, box, z0
+    return V, T, lowered, box, z0, floor
 
 
 def in_box(skel, P, box, joints=None):
@@ -79,6 +79,8 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--starts", type=int, nargs="+", default=[1200, 2100, 3000, 3600])
     ap.add_argument("--below", type=float, default=0.08, help="the slab's underside under the head's top (m)")
+    ap.add_argument("--builtin", action="store_true",
+                    help="also the built-in rig (bpy, ``bench_terrain.BuiltinRig``) on the same scenes")
     args = ap.parse_args(argv)
     clips = sorted(DATA.glob("*.bvh"))
     if not clips:
@@ -86,8 +88,10 @@ def main(argv=None):
         return 0
     print("| clip, frames | trunk in slab: source / plain / result | any bone: source / result | root windows "
           "| hips down most m | planted within 2 cm | planted moved median cm | largest step / source "
-          "| valid / repositioned / unresolved | plain s | with contacts s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| valid / repositioned / unresolved | plain s | with contacts s |"
+          + (" built-in rig: trunk in slab | built-in rig: any bone | built-in rig: planted within 2 cm "
+             "| built-in rig: largest step / source |" if args.builtin else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if args.builtin else ""))
     for path, start in ((p, s) for p in clips for s in args.starts):
         names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
                                                max_frames=start + args.frames)
@@ -95,7 +99,7 @@ def main(argv=None):
         if len(motion) < args.frames:
             continue
         skel = Skeleton(names, parents)
-        V, T, lowered, box, z0 = scene(motion, args.below)
+        V, T, lowered, box, z0, floor = scene(motion, args.below)
         mesh = TriMesh(V, T)
         binding = bind(skel, motion, mesh)
         edited = mesh.with_vertices(lowered)
@@ -123,8 +127,22 @@ def main(argv=None):
               f"| {windows} | {float((plain.positions[:, hips, 2] - P[:, hips, 2]).max()):.2f} "
               f"| {100 * height_ok[plant].mean():.1f} % | {100 * float(np.median(moved[plant])):.1f} "
               f"| {largest_step(P) / largest_step(motion):.2f} "
-              f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | {t_plain:.2f} | {t_full:.2f} |")
+              f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | {t_plain:.2f} | {t_full:.2f} |"
+              + (_builtin(path, start, names, skel, motion, z0, floor, box, trunk, feet, plant)
+                 if args.builtin else ""), flush=True)
     return 0
+
+
+def _builtin(path, start, names, skel, motion, z0, floor, box, trunk, feet, plant):
+    """The built-in rig's columns. Its Shrinkwrap targets the floor alone (on the floor and slab
+    as one mesh, the Empties' projections met the slab above the feet and raised the body into
+    it: 113-195 frames of the trunk in the slab where the source has 42-65); the rig has nothing
+    that sees an obstacle overhead, so it plays the source's trunk through the slab."""
+    from bench_terrain import BuiltinRig
+    P = BuiltinRig(path, start, len(motion), names, motion, z0, *floor, feet).play(floor[0])
+    height_ok = np.abs(P[:, feet, 2] - motion[:, feet, 2]) < 0.02
+    return (f" {in_box(skel, P, box, trunk).sum()} | {in_box(skel, P, box).sum()} | {100 * height_ok[plant].mean():.1f} % "
+            f"| {largest_step(P) / largest_step(motion):.2f} |")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=400)
     ap.add_argument("--start", type=int, default=1900, help="first frame (1900: where the person walks)")
+    ap.add_argument("--builtin", action="store_true",
+                    help="with --all: also the built-in rig (bpy, ``bench_terrain.BuiltinRig``) on the same scenes")
     ap.add_argument("--all", action="store_true",
                     help="both clips in ../shared/data/real at several stretches, 0.34 m stones (the issue's "
                          "scene), the stone under each of three middle plants moved in turn; one table")
@@ -109,10 +111,12 @@ def every_clip(args):
     """The issue's scene on both real clips, several stretches, three stones moved in turn."""
     from bench_fidelity import DATA, find
     from blender_reldesc.core.geometry import Collider
+    extra = (" built-in rig: its foot from a surface, median cm | built-in rig: largest step / source |"
+             if args.builtin else "")
     print("| clip, frames | plants | moved stone (plant) | phases | valid / repositioned / unresolved "
           "| unresolved: reasons | the moved stone's phases | its foot from a surface, median cm "
-          "| largest step / source | plain s | with contacts s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| largest step / source | plain s | with contacts s |" + extra)
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.builtin else ""))
     for path in sorted(DATA.glob("*.bvh")):
         for start in ((1900, 3000, 3600) if "_cm_" in path.name else (0, 1200)):
             names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
@@ -125,6 +129,16 @@ def every_clip(args):
             binding = bind(skel, motion, mesh)
             phases = detect_contacts(binding, fps=fps)
             H = binding.body_height
+            rig = None
+            if args.builtin:
+                from bench_terrain import BuiltinRig
+                z0 = float(motion[..., 2].min()) - 0.01                           # the stones' tops
+                rig = BuiltinRig(path, start, len(motion), names, motion, z0, verts, tris,
+                                 [skel.index(f) for f in feet])
+                P = rig.play(verts)
+                print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | none | - | - | - | - "
+                      f"| - | - | - | - | {_rig_gap(P, mesh, mesh, motion, skel, steps, H):.1f} "
+                      f"| {step(P) / step(motion):.2f} |", flush=True)
             for k in sorted({len(steps) // 2 - 1, len(steps) // 2, len(steps) // 2 + 1} & set(range(len(steps)))):
                 a, b = ranges[1 + k]
                 moved = verts.copy()
@@ -149,8 +163,23 @@ def every_clip(args):
                       f"| {len(phases)} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
                       f"| {', '.join(map(str, reasons)) or '-'} "
                       f"| {', '.join(o.status + (f' ({o.reason})' if o.reason else '') for o in mine) or '-'} "
-                      f"| {gap:.1f} | {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |")
+                      f"| {gap:.1f} | {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |"
+                      + ("" if rig is None else
+                         f" {_rig_gap(rig.play(moved), deformed, mesh, motion, skel, [steps[k]], H):.1f} "
+                         f"| {step(rig.last_played) / step(motion):.2f} |"), flush=True)
     return 0
+
+
+def _rig_gap(P, deformed, original, motion, skel, steps, H):
+    """Median over the ``steps``' plant frames of how much farther the foot of ``P`` is from any
+    surface of ``deformed`` than the source foot from ``original`` (cm)."""
+    from blender_reldesc.core.geometry import Collider
+    now, then = Collider.of(deformed, 0.5 * H), Collider.of(original, 0.5 * H)
+    gaps = []
+    for foot, s0, s1, _ in steps:
+        e = skel.index(foot)
+        gaps.append(np.abs(now.closest(P[s0:s1, e])[0]) - np.abs(then.closest(motion[s0:s1, e])[0]))
+    return 100 * float(np.median(np.concatenate(gaps)))
 
 
 if __name__ == "__main__":

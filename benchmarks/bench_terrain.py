@@ -22,7 +22,9 @@ add the terrain height under it, projected by Shrinkwrap; the feet turned by Dam
 Empties at the balls of the feet, where the clip has toes; the hips raised by the lower of the
 two ankles' heights by a driver), measured the same way on the pose Blender evaluates. The clip is
 imported with Blender's BVH importer, the armature moved down so the floor is at world z = 0
-(the rig measures heights from there).
+(the rig measures heights from there). ``BuiltinRig.play`` gives the joints Blender evaluates for
+any vertices of the environment (``bench_real_stones.py --builtin``, ``bench_obstacles.py
+--builtin`` use it); on the unedited floor they are the source's.
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ def measure(binding, motion, V, T, z0, feet, plant, ground_at):
     return (*row, seconds)
 
 
+def _rotation(matrix):
+    """The rotation (3,3) of a pose bone's matrix, its scale taken out."""
+    m = np.array(matrix)[:3, :3]
+    return m / np.linalg.norm(m, axis=0)
+
+
 class BuiltinRig:
     """The built-in rig of the module's docstring on one stretch of a clip, the floor sculpted in turn."""
 
@@ -91,6 +99,7 @@ class BuiltinRig:
         self.ground = demo.mesh_object("Terrain", flat, T, coll)
         self.frames = scene.frame_start + start + np.arange(frames)
         self.names, self.motion, self.z0, self.feet = names, motion, z0, feet
+        self.skeleton_parents = np.asarray(read_bvh(path, max_frames=1)[1])
         hips = names[0]
         legs, toes = [], []
         for side in ("l", "r"):
@@ -99,11 +108,12 @@ class BuiltinRig:
             toes += [c.name for c in arm.data.bones[foot].children][:1]      # the ball, when the clip has one
         build_ik_rig(scene, arm, self.ground, legs=legs, hips=hips, toes=toes if len(toes) == 2 else ())
 
-    def measure(self, ground_at, plant):
-        """(share of planted samples within 2 cm, frames with a joint more than 1 cm inside) of the rig."""
+    def play(self, vertices):
+        """(F,J,3) the joints Blender evaluates, in the clip's frame, with the environment's
+        vertices set to ``vertices`` (the clip's frame, the bound mesh's order)."""
         me = self.ground.data
-        co = self.flat.copy()
-        co[:, 2] += ground_at(co[:, :2])
+        co = np.asarray(vertices, float).copy()
+        co[:, 2] -= self.z0
         me.vertices.foreach_set("co", co.astype(np.float32).ravel())
         me.update()
         self.scene.frame_set(int(self.frames[0]))
@@ -111,17 +121,34 @@ class BuiltinRig:
         pose = self.arm.pose.bones
         # A BVH end site is the tail of its joint's bone (the importer makes no bone for it).
         ends = [(pose[n], "head") if n in pose else (pose[n.removesuffix("_end")], "tail") for n in self.names]
+        # The importer gives a leaf bone of zero length a length of its own, so its tail is not the
+        # clip's end site: the end site is the source's offset from its joint, turned as the rig
+        # turns the bone against the source copy (a head 25 cm tall went through a slab above it).
+        src = self.bpy.data.objects[self.arm.name + "_source"].pose.bones
+        parent = {j: int(self.skeleton_parents[j]) for j, (_, at) in enumerate(ends) if at == "tail"}
         P = np.empty((len(self.frames), len(ends), 3))
         for i, f in enumerate(self.frames.tolist()):
             self.scene.frame_set(f)
-            heads = np.array([getattr(b, at) for b, at in ends])
+            heads = np.array([b.head for b, _ in ends])
             P[i] = heads @ mw[:3, :3].T + mw[:3, 3]
+            for j, pj in parent.items():
+                bone = ends[j][0]
+                turn = _rotation(bone.matrix) @ _rotation(src[bone.name].matrix).T
+                P[i, j] = P[i, pj] + mw[:3, :3] @ turn @ np.linalg.inv(mw[:3, :3]) @ (
+                    self.motion[i, j] - self.motion[i, pj])
         P[..., 2] += self.z0                                      # back to the clip's frame
+        self.heads = [j for j, (_, at) in enumerate(ends) if at == "head"]
+        self.last_played = P
+        return P
+
+    def measure(self, ground_at, plant):
+        """(share of planted samples within 2 cm, frames with a joint more than 1 cm inside) of the rig."""
+        co = self.flat.copy()
+        co[:, 2] += self.z0 + ground_at(co[:, :2])
+        P = self.play(co)
         feet = self.feet
         error = np.abs(P[:, feet, 2] - self.motion[:, feet, 2] - ground_at(P[:, feet, :2]))
-        # Joints only: the importer's leaf bones of zero length get a length of its own, so their
-        # tails are not the clip's end sites.
-        heads = [j for j, (_, at) in enumerate(ends) if at == "head"]
+        heads = self.heads
         below = (P[:, heads, 2] < self.z0 + ground_at(P[:, heads, :2]) - 0.01).any(axis=1)
         self.last = P, error
         return float((error[plant] <= 0.02).mean()), int(below.sum())

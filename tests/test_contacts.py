@@ -621,3 +621,26 @@ def test_bones_through_a_thin_slab_are_found_as_by_tracing_every_bone(stones):
             want[f, k] |= bool(get(0).crossing(a[None], (b + (a - b) * margin / length)[None])[0])
     assert (traced & outside).any()                                  # the shin goes through it
     np.testing.assert_array_equal(inside[:, -B:], want)
+
+
+def test_a_foot_stepped_down_beside_a_stone_stands_on_the_ground():
+    """A foot re-positioned to the ground beside a stone is 1 mm from the stone's side, the
+    surface nearest it, and 9 cm (its sole) over the ground straight under it: it has landed
+    (a real walk's moved stone was reported unresolved, 'unsupported', with the foot standing on
+    the ground). 10 cm higher it has not, nor beside the stone with no ground under it."""
+    from blender_reldesc.core.contacts.repositioning import ContactPhase, landed
+    ground = S.grid(4.0, 4.0, 20, 20, origin=(-2.0, -2.0), z=-0.3)
+    stone = S.box((0.3, 0.0, -0.15), (0.34, 0.34, 0.3), subdivisions=2)
+    V, T, _ = S.merge(ground, stone)
+    mesh = TriMesh(V, T)
+    sole, eps0 = 0.09, 0.026
+    ph = ContactPhase(0, "LeftFoot", 0, 9, 0, np.ones(3) / 3, np.zeros(3), np.array([0.0, 0.0, 1.0]), sole,
+                      np.ones(3), np.eye(3))
+    side = 0.3 - 0.17 - 0.001                                       # 1 mm inside the stone's side
+    P = np.zeros((10, 1, 3))
+    P[:, 0] = [side + 0.002, 0.0, -0.3 + sole]
+    P[:, 0, 0] -= 0.001 * np.arange(10) / 10                         # and up to 1 mm more
+    assert landed(P, mesh, ph, eps0)
+    assert not landed(P + [0.0, 0.0, 0.1], mesh, ph, eps0)
+    alone = TriMesh(*stone[:2])
+    assert not landed(P, alone, ph, eps0)

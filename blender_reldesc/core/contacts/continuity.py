@@ -224,7 +224,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
                 and np.any((changed >= ph.start) & (changed <= ph.end))]
         checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up, near)
         failed = {i for i, o in enumerate(outcomes) if o.status == "repositioned"
-                  and not landed(trial.positions, mesh, o.phase, eps0)}
+                  and not landed(trial.positions, mesh, o.phase, eps0, up)}
         broken = not all(ok for ok, _ in checks)
         if not failed and not broken and largest_step(trial.positions) <= limit + 1e-12:
             out = list(outcomes)

@@ -212,6 +212,31 @@ def _colliders(mesh, band):
     return get
 
 
+def _stands_on(mesh, points, clearance, up, eps0):
+    """(N,) whether each effector of ``points`` (N,3) on a static ``mesh`` stands its sole's
+    ``clearance`` over a surface facing ``up`` straight under it, within ``eps0``: a foot stepped
+    down to the ground beside a stone is 1 mm from the stone's side, the surface nearest it, and
+    was reported off every surface though it stood on the ground. An animated mesh: all False."""
+    points = np.asarray(points, float).reshape(-1, 3)
+    out = np.zeros(len(points), bool)
+    if mesh.animated or not len(points):
+        return out
+    up = normalize(np.asarray(up, float))
+    caster = mesh.__dict__.get("_ray_caster")                 # kept with the mesh, as its colliders
+    if caster is None:
+        from ..geometry.rays import RayCaster
+        caster = mesh.__dict__["_ray_caster"] = RayCaster(mesh.vertices, mesh.triangles, mesh.valid)
+    # From a little above the sole, so a foot a hair inside its floor still finds it.
+    lift = clearance + 2.0 * eps0
+    dist, tri = caster.cast(points + (lift - clearance) * up, np.broadcast_to(-up, points.shape))
+    hit = tri >= 0
+    if hit.any():
+        a, b, c = (mesh.vertices[mesh.triangles[tri[hit], k]] for k in range(3))
+        facing = normalize(np.cross(b - a, c - a)) @ up
+        out[hit] = (np.abs(dist[hit] - lift) <= eps0) & (facing > 0.5)
+    return out
+
+
 def _closest_all(get, mesh, points):
     """closest() of (F,K,3) points against the mesh of each frame (colliders from ``get``)."""
     F, K, _ = points.shape
@@ -533,6 +558,8 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
             else:
                 sd = get(0).closest(eff)[0]
         off_surface = np.abs(sd) - ph.clearance > eps0
+        off_surface[off_surface] &= ~_stands_on(mesh, positions[frames[off_surface], ph.effector], ph.clearance, up,
+                                                 eps0)
         if np.mean(off_surface) > 0.5:
             out.append((False, "unsupported"))
             continue
@@ -1174,7 +1201,7 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
 
     def confirm(outcomes):
         for i, o in enumerate(outcomes):
-            if o.status == "repositioned" and not landed(result.positions, mesh, o.phase, eps0):
+            if o.status == "repositioned" and not landed(result.positions, mesh, o.phase, eps0, up):
                 outcomes[i] = Outcome(o.phase, "unresolved", "unsupported", o.position, None)
         return outcomes
 
@@ -1256,9 +1283,10 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
     return result, outcomes, pins
 
 
-def landed(positions, mesh, phase, eps0):
+def landed(positions, mesh, phase, eps0, up=(0.0, 0.0, 1.0)):
     """Whether the effector of ``phase`` is within ``eps0`` of its sole's distance from some
-    surface of ``mesh`` on every frame of the phase (``positions`` (F,J,3))."""
+    surface of ``mesh`` on every frame of the phase (``positions`` (F,J,3)): the nearest surface,
+    or (a static mesh) one facing ``up`` straight under it (``_stands_on``)."""
     frames = np.arange(phase.start, phase.end + 1)
     get = _colliders(mesh, phase.clearance + 4.0 * eps0)
     eff = positions[frames, phase.effector]
@@ -1266,7 +1294,9 @@ def landed(positions, mesh, phase, eps0):
         sd = np.array([get(int(f)).closest(eff[i:i + 1])[0][0] for i, f in enumerate(frames)])
     else:
         sd = get(0).closest(eff)[0]
-    return bool(np.all(np.abs(np.abs(sd) - phase.clearance) <= eps0))
+    ok = np.abs(np.abs(sd) - phase.clearance) <= eps0
+    ok[~ok] = _stands_on(mesh, eff[~ok], phase.clearance, up, eps0)
+    return bool(np.all(ok))
 
 
 def contact_report(outcomes, frame_offset=0, mesh=None):

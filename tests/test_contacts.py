@@ -644,3 +644,47 @@ def test_a_foot_stepped_down_beside_a_stone_stands_on_the_ground():
     assert not landed(P + [0.0, 0.0, 0.1], mesh, ph, eps0)
     alone = TriMesh(*stone[:2])
     assert not landed(P, alone, ph, eps0)
+
+
+def _stones_under_plants(motion, skeleton, feet, size=(0.34, 0.34, 0.3)):
+    """A ground 0.3 m under the walk's floor and a stone under each foot plant (a foot slow and
+    low for 4 frames or more), its top at the floor: vertices, triangles, vertex ranges, plants."""
+    floor = motion[..., 2].min() - 0.01
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.0, motion.reshape(-1, 3).max(0) + 1.0
+    plants = []
+    for foot in feet:
+        p = motion[:, skeleton.index(foot)]
+        v = np.r_[0.0, np.linalg.norm(np.diff(p, axis=0), axis=1)]
+        slow = (v < 0.004) & (p[:, 2] < p[:, 2].min() + 0.03)
+        edges = np.flatnonzero(np.diff(np.r_[0, slow.astype(int), 0]))
+        plants += [(foot, s, e, p[s:e].mean(axis=0)) for s, e in zip(edges[::2], edges[1::2]) if e - s >= 4]
+    plants.sort(key=lambda x: x[1])
+    parts = [S.grid(hi[0] - lo[0], hi[1] - lo[1], 40, 20, origin=(lo[0], lo[1]), z=floor - 0.3)]
+    parts += [S.box((c[0], c[1], floor - 0.5 * size[2]), size, subdivisions=2) for _, _, _, c in plants]
+    V, T, ranges = S.merge(*parts)
+    return V, T, ranges, plants
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_stone_moved_from_under_a_foot_leaves_the_body_over_its_feet(convention):
+    """A walk over stones with a ground 0.3 m below, the stone under a middle plant moved 1 m
+    sideways (issue 36, point 1): the descriptors of the moved stone pulled the hips 0.3 m after
+    it while the feet held their places, and the other foot's phases on unmoved stones were left
+    unresolved for balance. The body is brought back over its feet: no phase is left unresolved,
+    no frame steps more than 1.2x the source's largest step."""
+    from blender_reldesc.core.contacts.repositioning import largest_step
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=150)
+    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
+    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
+    mesh = TriMesh(V, T)
+    binding = bind(sk, motion, mesh)
+    phases = detect_contacts(binding, fps=30.0)
+    a, b = ranges[1 + len(plants) // 2]
+    moved = V.copy()
+    moved[a:b] += [0.0, 1.0, 0.0]
+    result, outcomes = adapt_with_contacts(binding, mesh.with_vertices(moved), phases=phases, fps=30.0)
+    _, counts = contact_report(outcomes)
+    assert counts["unresolved"] == 0, [(o.phase.name, o.phase.start, o.reason) for o in outcomes if o.status == "unresolved"]
+    assert counts["repositioned"] >= 1
+    assert largest_step(result.positions) <= 1.2 * largest_step(motion)

@@ -1206,6 +1206,16 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
         return outcomes
 
     outcomes = confirm(outcomes)
+    # Balance: all the phases left for it at once, then each one left alone (a few tries).
+    result, outcomes, pins = _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, up,
+                                       options)
+    tried = 0
+    for i in [i for i, o in enumerate(outcomes) if o.status == "unresolved" and o.reason == "balance"]:
+        if tried == RECENTRE_TRIES or outcomes[i].status != "unresolved":
+            continue
+        tried += 1
+        result, outcomes, pins = _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance,
+                                           up, options, only=i)
     bad = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and i not in set(ignored)]
     if mesh.animated:
         return result, outcomes, pins
@@ -1281,6 +1291,90 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
         return before
     result.root_windows = windows("replanned", through_now)
     return result, outcomes, pins
+
+
+#: Phases re-centred one at a time after all of them at once (each try adapts the clip again).
+RECENTRE_TRIES = 4
+
+
+def _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, up, options, only=None):
+    """Phases left unresolved for *balance*: the body brought back over the support as the source
+    has it. On those frames (eased in and out), the joints outside the limbs in contact (the
+    hips, the trunk, the head, free arms) are pinned where they are, shifted across ``up`` by how
+    far the centre of mass's offset from the centroid of the active contacts departs from the
+    source's. The descriptors of a stone moved from under one foot pulled the hips 0.43 m after
+    it while that foot held its place. Kept only with fewer phases unresolved and no jump."""
+    from ..adaptation import adapt
+    bal = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and o.reason == "balance"
+           and i not in set(ignored) and (only is None or i == only)]
+    if not bal:
+        return result, outcomes, pins
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    F = len(motion)
+    up = normalize(np.asarray(up, float))
+    root = int(np.flatnonzero(sk.parents < 0)[0])
+    active = [[] for _ in range(F)]
+    for q in phases:
+        for f in range(q.start, q.end + 1):
+            active[f].append(q.effector)
+    P = result.positions
+    masses = _masses(binding)
+    com_now, com_then = centre_of_mass(sk, P, masses), centre_of_mass(sk, motion, masses)
+    shift = np.zeros((F, 3))
+    for f in range(F):
+        if active[f]:
+            on = active[f]
+            d = (com_now[f] - P[f, on].mean(axis=0)) - (com_then[f] - motion[f, on].mean(axis=0))
+            shift[f] = -(d - (d @ up) * up)
+    want = np.zeros(F, bool)
+    for i in bal:
+        want[phases[i].start:phases[i].end + 1] = True
+    want &= np.linalg.norm(shift, axis=1) > 0.02 * H
+    if not want.any():
+        return result, outcomes, pins
+    # Eased over enough frames to stay within the source's largest hips step.
+    vmax = max(float(np.linalg.norm(np.diff(motion[:, root], axis=0), axis=-1).max()), 1e-6)
+    weight = want.astype(float)
+    ease = int(np.clip(np.ceil(3.0 * np.abs(shift[want]).max() / (0.5 * vmax)), 4, 60))
+    for f in np.flatnonzero(want):
+        for k in range(1, ease + 1):
+            w = 0.5 - 0.5 * np.cos(np.pi * (1.0 - k / (ease + 1)))
+            for g in (f - k, f + k):
+                if 0 <= g < F and w > weight[g]:
+                    weight[g] = w
+    # Where the hips are shifted outside the wanted frames, the shift nearest in time.
+    near = np.flatnonzero(want)
+    at = near[np.abs(np.arange(F)[:, None] - near[None]).argmin(axis=1)]
+    # The body above the limbs in contact moves as a whole: the hips pinned alone left the arms
+    # to their descriptors, and a hand's swing grew 0.16 -> 0.22 m a frame (a jump).
+    limbs = set()
+    for q in phases:
+        if q.limb is not None:
+            limbs.update(int(j) for j in q.limb.chain)
+            limbs.update(int(j) for j in _subtree(sk, q.effector))
+    body = np.array([j for j in range(len(sk.parents)) if j not in limbs or j == root])
+    hips = np.full((F, len(sk.parents), 3), np.nan) if pins is None else pins.copy()
+    moving = weight > 0
+    free = np.isnan(hips[np.ix_(moving, body)][..., 0])
+    held = P[np.ix_(moving, body)] + (weight[moving, None] * shift[at[moving]])[:, None]
+    hips[np.ix_(moving, body)] = np.where(free[..., None], held, hips[np.ix_(moving, body)])
+    trial = adapt(binding, mesh, pins=hips, **options)
+    checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up)
+    new = list(outcomes)
+    for i, (ok, why) in enumerate(checks):
+        if outcomes[i].status == "unresolved" and ok:
+            new[i] = Outcome(phases[i], "valid", "body re-centred", phases[i].position, None)
+        elif outcomes[i].status == "valid" and not ok:
+            new[i] = Outcome(phases[i], "unresolved", why, phases[i].position, None)
+    eps0 = 0.015 * H if distance is None else float(distance)
+    for i, o in enumerate(new):                 # a re-positioned contact must still be on its surface
+        if o.status == "repositioned" and not landed(trial.positions, mesh, o.phase, eps0, up):
+            new[i] = Outcome(o.phase, "unresolved", "unsupported", o.position, None)
+    left = lambda o: sum(x.status == "unresolved" for x in o)                    # noqa: E731
+    limit = max(largest_step(P), JUMP_RATIO * largest_step(motion), 0.02 * H)
+    if left(new) >= left(outcomes) or largest_step(trial.positions) > limit + 1e-12:
+        return result, outcomes, pins
+    return trial, new, hips
 
 
 def landed(positions, mesh, phase, eps0, up=(0.0, 0.0, 1.0)):

@@ -185,8 +185,7 @@ def _gap(mesh, points, H):
     from blender_reldesc.core.geometry import Collider
     from blender_reldesc.core.geometry.rays import RayCaster
     near = np.abs(Collider.of(mesh, 0.5 * H).closest(points)[0])
-    caster = RayCaster(mesh.frame(0), mesh.triangles, mesh.valid)
-    down, tri = caster.cast(points + [0.0, 0.0, 0.05], np.broadcast_to([0.0, 0.0, -1.0], points.shape))
+    down, tri = RayCaster.of(mesh).cast(points + [0.0, 0.0, 0.05], np.broadcast_to([0.0, 0.0, -1.0], points.shape))
     return np.where(tri >= 0, np.maximum(near, down - 0.05), near)
 
 

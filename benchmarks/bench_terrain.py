@@ -126,6 +126,7 @@ class BuiltinRig:
         # turns the bone against the source copy (a head 25 cm tall went through a slab above it).
         src = self.bpy.data.objects[self.arm.name + "_source"].pose.bones
         parent = {j: int(self.skeleton_parents[j]) for j, (_, at) in enumerate(ends) if at == "tail"}
+        rot, unrot = mw[:3, :3], np.linalg.inv(mw[:3, :3])
         P = np.empty((len(self.frames), len(ends), 3))
         for i, f in enumerate(self.frames.tolist()):
             self.scene.frame_set(f)
@@ -134,8 +135,7 @@ class BuiltinRig:
             for j, pj in parent.items():
                 bone = ends[j][0]
                 turn = _rotation(bone.matrix) @ _rotation(src[bone.name].matrix).T
-                P[i, j] = P[i, pj] + mw[:3, :3] @ turn @ np.linalg.inv(mw[:3, :3]) @ (
-                    self.motion[i, j] - self.motion[i, pj])
+                P[i, j] = P[i, pj] + rot @ turn @ unrot @ (self.motion[i, j] - self.motion[i, pj])
         P[..., 2] += self.z0                                      # back to the clip's frame
         self.heads = [j for j, (_, at) in enumerate(ends) if at == "head"]
         self.last_played = P

@@ -98,7 +98,7 @@ def limb_pins(binding, mesh, positions, through, bend=True):
     sk = binding.skeleton
     F, J, _ = positions.shape
     H = binding.body_height
-    caster = RayCaster(mesh.vertices, mesh.triangles, mesh.valid)
+    caster = RayCaster.of(mesh)
     lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
     split = split_joints(sk, binding.motion)
     pins = np.full((F, J, 3), np.nan)

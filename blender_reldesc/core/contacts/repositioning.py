@@ -221,17 +221,15 @@ def _stands_on(mesh, points, clearance, up, eps0):
     out = np.zeros(len(points), bool)
     if mesh.animated or not len(points):
         return out
+    from ..geometry.rays import RayCaster
     up = normalize(np.asarray(up, float))
-    caster = mesh.__dict__.get("_ray_caster")                 # kept with the mesh, as its colliders
-    if caster is None:
-        from ..geometry.rays import RayCaster
-        caster = mesh.__dict__["_ray_caster"] = RayCaster(mesh.vertices, mesh.triangles, mesh.valid)
+    caster = RayCaster.of(mesh)
     # From a little above the sole, so a foot a hair inside its floor still finds it.
     lift = clearance + 2.0 * eps0
     dist, tri = caster.cast(points + (lift - clearance) * up, np.broadcast_to(-up, points.shape))
     hit = tri >= 0
     if hit.any():
-        a, b, c = (mesh.vertices[mesh.triangles[tri[hit], k]] for k in range(3))
+        a, b, c = (mesh.frame(0)[mesh.triangles[tri[hit], k]] for k in range(3))
         facing = normalize(np.cross(b - a, c - a)) @ up
         out[hit] = (np.abs(dist[hit] - lift) <= eps0) & (facing > 0.5)
     return out
@@ -585,6 +583,15 @@ def check_contacts(binding, positions, mesh, phases, lengths, distance=None, up=
     return out
 
 
+def _active(phases, F):
+    """Per frame of F, the effectors of the ``phases`` in contact then (lists)."""
+    active = [[] for _ in range(F)]
+    for q in phases:
+        for f in range(q.start, q.end + 1):
+            active[f].append(q.effector)
+    return active
+
+
 def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None):
     """Over the frames of the ``judged`` phases (default: all ``phases``): per frame and bone
     (F,B) whether the bone (by its child joint, ``bone_samples`` order) is newly inside the
@@ -597,10 +604,7 @@ def _frame_checks(binding, positions, mesh, phases, get, margin, up, judged=None
     (``_judged_bones``) is active: a walk's swinging leg is not the standing foot's business
     (the 600-frame walk of the benchmark: 34,425 samples and joints searched, not 62,685)."""
     sk, F = binding.skeleton, len(positions)
-    active = [[] for _ in range(F)]
-    for q in phases:
-        for f in range(q.start, q.end + 1):
-            active[f].append(q.effector)
+    active = _active(phases, F)
     B = int(np.sum(sk.parents >= 0))
     wanted, need = np.zeros(F, bool), np.zeros((F, B), bool)
     for q in phases if judged is None else judged:
@@ -1313,10 +1317,7 @@ def _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, 
     F = len(motion)
     up = normalize(np.asarray(up, float))
     root = int(np.flatnonzero(sk.parents < 0)[0])
-    active = [[] for _ in range(F)]
-    for q in phases:
-        for f in range(q.start, q.end + 1):
-            active[f].append(q.effector)
+    active = _active(phases, F)
     P = result.positions
     masses = _masses(binding)
     com_now, com_then = centre_of_mass(sk, P, masses), centre_of_mass(sk, motion, masses)
@@ -1332,19 +1333,15 @@ def _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, 
     want &= np.linalg.norm(shift, axis=1) > 0.02 * H
     if not want.any():
         return result, outcomes, pins
-    # Eased over enough frames to stay within the source's largest hips step.
-    vmax = max(float(np.linalg.norm(np.diff(motion[:, root], axis=0), axis=-1).max()), 1e-6)
-    weight = want.astype(float)
+    # Eased in and out (smoothstep by the distance to the nearest frame that wants it) over
+    # enough frames to stay well within the source's largest root step; outside the wanted
+    # frames, the shift of the nearest one.
+    vmax = max(largest_step(motion[:, root:root + 1]), 1e-6)
     ease = int(np.clip(np.ceil(3.0 * np.abs(shift[want]).max() / (0.5 * vmax)), 4, 60))
-    for f in np.flatnonzero(want):
-        for k in range(1, ease + 1):
-            w = 0.5 - 0.5 * np.cos(np.pi * (1.0 - k / (ease + 1)))
-            for g in (f - k, f + k):
-                if 0 <= g < F and w > weight[g]:
-                    weight[g] = w
-    # Where the hips are shifted outside the wanted frames, the shift nearest in time.
     near = np.flatnonzero(want)
-    at = near[np.abs(np.arange(F)[:, None] - near[None]).argmin(axis=1)]
+    gap = np.abs(np.arange(F)[:, None] - near[None])
+    at, gap = near[gap.argmin(axis=1)], gap.min(axis=1)
+    weight = np.where(gap <= ease, 0.5 - 0.5 * np.cos(np.pi * (1.0 - gap / (ease + 1))), 0.0)
     # The body above the limbs in contact moves as a whole: the hips pinned alone left the arms
     # to their descriptors, and a hand's swing grew 0.16 -> 0.22 m a frame (a jump).
     limbs = set()
@@ -1353,12 +1350,12 @@ def _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, 
             limbs.update(int(j) for j in q.limb.chain)
             limbs.update(int(j) for j in _subtree(sk, q.effector))
     body = np.array([j for j in range(len(sk.parents)) if j not in limbs or j == root])
-    hips = np.full((F, len(sk.parents), 3), np.nan) if pins is None else pins.copy()
+    pinned = np.full((F, len(sk.parents), 3), np.nan) if pins is None else pins.copy()
     moving = weight > 0
-    free = np.isnan(hips[np.ix_(moving, body)][..., 0])
+    free = np.isnan(pinned[np.ix_(moving, body)][..., 0])
     held = P[np.ix_(moving, body)] + (weight[moving, None] * shift[at[moving]])[:, None]
-    hips[np.ix_(moving, body)] = np.where(free[..., None], held, hips[np.ix_(moving, body)])
-    trial = adapt(binding, mesh, pins=hips, **options)
+    pinned[np.ix_(moving, body)] = np.where(free[..., None], held, pinned[np.ix_(moving, body)])
+    trial = adapt(binding, mesh, pins=pinned, **options)
     checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up)
     new = list(outcomes)
     for i, (ok, why) in enumerate(checks):
@@ -1374,7 +1371,7 @@ def _recentre(binding, mesh, phases, outcomes, result, pins, ignored, distance, 
     limit = max(largest_step(P), JUMP_RATIO * largest_step(motion), 0.02 * H)
     if left(new) >= left(outcomes) or largest_step(trial.positions) > limit + 1e-12:
         return result, outcomes, pins
-    return trial, new, hips
+    return trial, new, pinned
 
 
 def landed(positions, mesh, phase, eps0, up=(0.0, 0.0, 1.0)):

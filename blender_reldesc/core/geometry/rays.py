@@ -65,6 +65,17 @@ class RayCaster:
         self._keys, self._tris = keys[order], box[order]
         self.grid = True
 
+    @classmethod
+    def of(cls, mesh):
+        """The caster of a static ``mesh`` (a ``TriMesh``), kept with the mesh as its colliders
+        are (``Collider.of``): the contact checks and the limb avoidance of one bake share it."""
+        if mesh.animated:
+            raise ValueError("RayCaster.of takes a static mesh")
+        caster = mesh.__dict__.get("_ray_caster")
+        if caster is None:
+            caster = mesh.__dict__["_ray_caster"] = cls(mesh.frame(0), mesh.triangles, mesh.valid)
+        return caster
+
     def _key(self, idx):
         return (idx[:, 0] * self.shape[1] + idx[:, 1]) * self.shape[2] + idx[:, 2]
 

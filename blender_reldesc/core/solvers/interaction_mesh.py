@@ -51,6 +51,7 @@ from scipy.spatial.transform import Rotation
 from .. import constants as C
 from ..errors import Cancelled, InputError
 from ..geometry import Collider
+from ..geometry.triangles import norm
 from ..descriptors.weights import frames_of
 from ..skeleton.rotations import kabsch
 
@@ -360,16 +361,14 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
         pin_idx.append(idx[fi, ji].ravel())
         pin_val.append(pins[fi, ji].ravel())
         pin_src.append(src[fi, ji].ravel())
-    held_idx, held_val = [], []
-    for f in sorted(held or {}):
-        held_idx.append(idx[f].ravel())
-        held_val.append(np.asarray(held[f]).ravel())
+    held_frames = np.array(sorted(held or {}), np.int64)
+    held_idx = [idx[f].ravel() for f in held_frames.tolist()]
+    held_val = [np.asarray(held[f]).ravel() for f in held_frames.tolist()]
     pin_idx = np.concatenate(pin_idx) if pin_idx else np.zeros(0, np.int64)
     pin_val = np.concatenate(pin_val) if pin_val else np.zeros(0)
     pin_src = np.concatenate(pin_src) if pin_src else np.zeros(0)
     held_idx = np.concatenate(held_idx) if held_idx else np.zeros(0, np.int64)
     held_val = np.concatenate(held_val) if held_val else np.zeros(0)
-    held_frames = np.array(sorted(held or {}), np.int64)
 
     X = src.copy()
     col_rows = 0
@@ -467,7 +466,8 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
         # Hard: bone lengths, linearised about the current pose: n·(x_b - x_a) = l.
         lt = src_len + t * (lengths - src_len)
         d = X[:, bones[:, 1]] - X[:, bones[:, 0]]                             # (W,B,3)
-        dirs = d / np.maximum(np.linalg.norm(d, axis=-1, keepdims=True), 1e-12 * H)
+        r = np.maximum(norm(d), 1e-12 * H)
+        dirs = d / r[..., None]
         B = len(bones)
         if B:
             rows = np.repeat(np.arange(W * B), 6)
@@ -476,7 +476,7 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
             Cb = sparse.csr_matrix((vals, (rows, cols)), shape=(W * B, n))
             Q2, g2 = 2 * Q, 2 * g
             if tension is not None:
-                Hc = _curvature(X, bones, idx, tension, H, n)
+                Hc = _curvature(dirs, np.maximum(r, 1e-6 * H), bones, idx, tension, n)
                 Q2 = Q2 + Hc
                 g2 = g2 + Hc @ X.ravel()
             kkt = sparse.bmat([[Q2, Cb.T], [Cb, None]], format="csc")
@@ -503,10 +503,11 @@ def _solve_window(src, bones, lengths, meshes, envs, pins, held, collide, H, mor
     return X, col_rows
 
 
-def _curvature(X, bones, idx, tension, H, n):
-    """(n,n) the bone-length constraints' curvature about ``X`` (W,J',3), weighted by the size of
-    their multipliers ``tension`` (W,B) from the solve before: for a bone of direction u and length
-    r pulled apart (nu > 0), nu (I - u u^T) / r on its two ends' difference.
+def _curvature(u, r, bones, idx, tension, n):
+    """(n,n) the bone-length constraints' curvature about the pose whose bones (W,B) have
+    directions ``u`` (W,B,3) and lengths ``r``, weighted by their multipliers ``tension`` (W,B)
+    from the solve before: for a bone pulled apart (nu > 0), nu (I - u u^T) / r on its two ends'
+    difference; ``idx`` (W,J',3) the unknowns' indices.
 
     A length linearised about the pose (n . (x_b - x_a) = l) lets a bone's ends slide across it
     for free, and the first-order slide only ever lengthens it: a foot pulled up on a crest slid
@@ -517,9 +518,6 @@ def _curvature(X, bones, idx, tension, H, n):
     place stiffened the joints against their bend limits (legs 20 % longer: 4.8 degrees past a
     limit, 0.6 without; the lowered beam 4.5, 2.5). The term vanishes where the pose stops
     changing, so an undeformed scene and a rigid move give what they gave."""
-    d = X[:, bones[:, 1]] - X[:, bones[:, 0]]                             # (W,B,3)
-    r = np.maximum(np.linalg.norm(d, axis=-1), 1e-6 * H)
-    u = d / r[..., None]
     nu = np.maximum(tension, 0.0)
     P = (nu / r)[..., None, None] * (np.eye(3) - u[..., :, None] * u[..., None, :])   # (W,B,3,3)
     a, b = idx[:, bones[:, 0]], idx[:, bones[:, 1]]                        # (W,B,3)

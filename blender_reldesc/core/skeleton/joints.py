@@ -648,8 +648,8 @@ class TwistLimits:
             return np.zeros((len(positions), 0))
         idx, sub, where = self._part(skeleton)
         ref = np.broadcast_to(self.reference[idx], positions.shape[:1] + (len(idx), 3))
-        R = recover_rotations(sub, ref, positions[:, idx], matrices=True)
-        rel = np.einsum("fkji,fkjl->fkil", R[:, where[self.parents]], R[:, where[self.joints]])     # R_p^T R_j
+        R = recover_rotations(sub, ref, positions.take(idx, 1), matrices=True)
+        rel = np.einsum("fkji,fkjl->fkil", R.take(where[self.parents], 1), R.take(where[self.joints], 1))  # R_p^T R_j
         q = quat_from_matrix(rel)
         q = np.where(q[..., :1] < 0, -q, q)
         return np.degrees(2.0 * np.arctan2(np.einsum("fkd,kd->fk", q[..., 1:], self.axis), q[..., 0]))

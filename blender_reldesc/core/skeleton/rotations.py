@@ -72,16 +72,17 @@ def _swing_unit(u, v):
     return r
 
 
-def kabsch(u, v, weights=None):
+def kabsch(u, v, weights=None, newton=None):
     """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3): the nearest
-    proper rotation to the transpose of their covariance (``nearest_rotation``)."""
+    proper rotation to the transpose of their covariance (``nearest_rotation``, ``newton`` as
+    there)."""
     # sum_k w_k v_k u_k^T as a batched product (a three-operand einsum took 6.6x as long on
     # 1000 sets of 14 vectors, 3.4x on 100k sets of 3)
     wu = u if weights is None else u * np.asarray(weights)[..., None]
-    return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu))
+    return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu), newton)
 
 
-def nearest_rotation(m):
+def nearest_rotation(m, newton=None):
     """(...,3,3) the proper rotation nearest each matrix ``m`` (...,3,3): its orthogonal polar
     factor where the determinant is positive; where it is not (a mirrored matrix, or one of rank 2
     or less) the SVD's, with the sign of its least singular direction flipped.
@@ -89,11 +90,13 @@ def nearest_rotation(m):
     Batches of at least ``NEWTON_BATCH`` well-conditioned matrices take scaled Newton steps
     (``_polar_newton``): a crowd's rigid bodies (100k covariances) took 1.2 s by SVD, and a
     600-frame Rigify bind's 96k bone matrices 0.46 s. The others, and any the steps leave
-    unsettled, the SVD (the same rotations to 1e-14)."""
+    unsettled, the SVD (the same rotations to 1e-14). ``newton`` True: the steps whatever the
+    batch's size, so that each matrix gets the same rotation to the bit in any batch (a crowd's
+    characters fitted at once get what each gets alone)."""
     m = np.asarray(m, dtype=float)
     flat = m.reshape(-1, 3, 3)
     out = np.empty_like(flat)
-    if len(flat) >= NEWTON_BATCH:
+    if newton or (newton is None and len(flat) >= NEWTON_BATCH):
         size = np.sqrt(np.einsum("nij,nij->n", flat, flat))
         good = _det3(flat) > 1e-6 * size ** 3                      # well conditioned, not mirrored
         flat, good = _completed(flat, size, good)
@@ -170,8 +173,11 @@ def _polar_newton(a, steps=12):
     """Orthogonal polar factors of (n,3,3) matrices with positive determinants by Higham's scaled
     Newton iteration ``X <- (g X + X^-T / g) / 2`` (the inverse by cofactors, on the nine entries
     as flat arrays: a few microseconds a matrix, against 5 for numpy's batched SVD), and (n,)
-    whether each settled (orthonormal to 1e-12). Stops once every matrix has."""
+    whether each settled (orthonormal to 1e-12). Each matrix stops at the first step that moves
+    it less than 1e-15, so that its answer does not depend on the batch it is in; the steps stop
+    once every matrix has."""
     x = [np.array(a[:, i, j], dtype=float) for i in range(3) for j in range(3)]
+    live = None
     for _ in range(steps):
         x00, x01, x02, x10, x11, x12, x20, x21, x22 = x
         c = [x11 * x22 - x12 * x21, x12 * x20 - x10 * x22, x10 * x21 - x11 * x20,
@@ -181,9 +187,10 @@ def _polar_newton(a, steps=12):
         inv_t = [ck / det for ck in c]                                                  # X^-T
         g = np.sqrt(np.sqrt(sum(v * v for v in inv_t) / sum(v * v for v in x)))
         new = [0.5 * (g * xk + ik / g) for xk, ik in zip(x, inv_t)]
-        change = max(float(np.abs(nk - xk).max(initial=0.0)) for nk, xk in zip(new, x))
-        x = new
-        if change < 1e-15:
+        moving = np.maximum.reduce([np.abs(nk - xk) for nk, xk in zip(new, x)]) >= 1e-15
+        x = new if live is None else [np.where(live, nk, xk) for nk, xk in zip(new, x)]
+        live = moving if live is None else live & moving
+        if not live.any():
             break
     x = np.stack(x, axis=1).reshape(-1, 3, 3)
     err = np.abs(np.swapaxes(x, -1, -2) @ x - np.eye(3)).max(axis=(-2, -1), initial=0.0)
@@ -217,12 +224,17 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     adapted = np.asarray(adapted, dtype=float)
     F, J, _ = original.shape
     eye = np.broadcast_to(np.eye(3), (F, 3, 3))
-    rot = np.broadcast_to(np.eye(3), (F, J, 3, 3)).copy()
     parents = np.asarray(skeleton.parents)
-    # A child counts when its bone has a length on every frame.
+    # A child counts when its bone has a length on every frame (of one frame, when the original
+    # is one pose broadcast over the frames: the twist limits' reference over a crowd's 100k).
     child = np.flatnonzero(parents >= 0)
-    child = child[(np.linalg.norm(original[:, child] - original[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
+    once = original[:1] if F and original.strides[0] == 0 else original
+    child = child[(np.linalg.norm(once[:, child] - once[:, parents[child]], axis=-1) > 1e-12).all(axis=0)]
     levels, (singles, kids, spans) = _levels(skeleton, child, primary)
+    # Every joint is written below but a root without children: only those start as identity.
+    rot = np.empty((F, J, 3, 3))
+    lone = np.flatnonzero((parents < 0) & (np.bincount(parents[child], minlength=J) == 0))
+    rot[:, lone] = np.eye(3)
     # The bones of one-child joints at every depth in one go (a live frame asks for one frame:
     # numpy calls, not arithmetic, are its cost).
     u_all = normalize(original[:, kids] - original[:, singles])

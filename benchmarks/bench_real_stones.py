@@ -114,8 +114,9 @@ def every_clip(args):
              if args.builtin else "")
     print("| clip, frames | plants | moved stone (plant) | phases | valid / repositioned / unresolved "
           "| unresolved: reasons | the moved stone's phases | its foot from the surface it stands on, median cm "
+          "| contact frames hanging | planted slide, largest cm "
           "| largest step / source | plain s | with contacts s |" + extra)
-    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.builtin else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.builtin else ""))
     for path in sorted(DATA.glob("*.bvh")):
         for start in ((1900, 3000, 3600) if "_cm_" in path.name else (0, 1200)):
             names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
@@ -136,7 +137,7 @@ def every_clip(args):
                                  [skel.index(f) for f in feet])
                 P = rig.play(verts)
                 print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | none | - | - | - | - "
-                      f"| - | - | - | - | {_rig_gap(P, mesh, mesh, motion, skel, steps, H):.1f} "
+                      f"| - | - | - | - | - | - | {_rig_gap(P, mesh, mesh, motion, skel, steps, H):.1f} "
                       f"| {step(P) / step(motion):.2f} |", flush=True)
             for k in sorted({len(steps) // 2 - 1, len(steps) // 2, len(steps) // 2 + 1} & set(range(len(steps)))):
                 a, b = ranges[1 + k]
@@ -157,15 +158,49 @@ def every_clip(args):
                 gaps = [_gap(deformed, result.positions[o.phase.start:o.phase.end + 1, e], H) - o.phase.clearance
                         for o in mine]
                 gap = 100 * float(np.median(np.concatenate(gaps))) if gaps else float("nan")
+                hanging, slide = _hanging(mesh, deformed, motion, result.positions, outcomes)
                 print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | {k} ({foot} {s0}-{s1}) "
                       f"| {len(phases)} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
                       f"| {', '.join(map(str, reasons)) or '-'} "
                       f"| {', '.join(o.status + (f' ({o.reason})' if o.reason else '') for o in mine) or '-'} "
-                      f"| {gap:.1f} | {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |"
+                      f"| {gap:.1f} | {hanging} | {slide:.1f} "
+                      f"| {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |"
                       + ("" if rig is None else
                          f" {_rig_gap(rig.play(moved), deformed, mesh, motion, skel, [steps[k]], H):.1f} "
                          f"| {step(rig.last_played) / step(motion):.2f} |"), flush=True)
     return 0
+
+
+def _height(mesh, points):
+    """(N,) each point's height over the highest upward surface straight under it that is not
+    more than 2 cm above it (inf: none)."""
+    from blender_reldesc.core.geometry.rays import RayCaster
+    best = np.full(len(points), np.inf)
+    for lift in (0.02, 0.6):
+        d, tri = RayCaster.of(mesh).cast(points + [0.0, 0.0, lift], np.broadcast_to([0.0, 0.0, -1.0], points.shape))
+        h = np.where(tri >= 0, d - lift, np.inf)
+        best = np.minimum(best, np.where(h >= -0.02, h, np.inf))
+    return best
+
+
+def _hanging(mesh, deformed, motion, positions, outcomes):
+    """Over every contact phase (issue 36, point 1: a foot is never left hanging): the frames
+    where the effector stands more than 2 cm higher over the surface straight under it than the
+    source over its own, counted where the source stands (within 2 cm of its sole's height); and
+    the largest slide of a valid phase's effector (cm): its move from the phase's middle against
+    the source's."""
+    hanging, slide = 0, 0.0
+    for o in outcomes:
+        ph = o.phase
+        fr = np.arange(ph.start, ph.end + 1)
+        src = _height(mesh, motion[fr, ph.effector])
+        now = _height(deformed, positions[fr, ph.effector])
+        hanging += int(((src <= ph.clearance + 0.02) & (now - src > 0.02)).sum())
+        if o.status == "valid":
+            d = (positions[fr, ph.effector] - positions[ph.middle, ph.effector]) \
+                - (motion[fr, ph.effector] - motion[ph.middle, ph.effector])
+            slide = max(slide, 100 * float(np.linalg.norm(d, axis=1).max()))
+    return hanging, slide
 
 
 def _rig_gap(P, deformed, original, motion, skel, steps, H):

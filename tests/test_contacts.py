@@ -688,3 +688,67 @@ def test_a_stone_moved_from_under_a_foot_leaves_the_body_over_its_feet(conventio
     assert counts["unresolved"] == 0, [(o.phase.name, o.phase.start, o.reason) for o in outcomes if o.status == "unresolved"]
     assert counts["repositioned"] >= 1
     assert largest_step(result.positions) <= 1.2 * largest_step(motion)
+
+
+def _height_over(mesh, points):
+    """(N,) each point's height over the first surface straight under it (inf: none)."""
+    from blender_reldesc.core.geometry.rays import RayCaster
+    d, tri = RayCaster.of(mesh).cast(points + [0.0, 0.0, 0.02], np.broadcast_to([0.0, 0.0, -1.0], points.shape))
+    return np.where(tri >= 0, d - 0.02, np.inf)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "mixamo"])
+def test_feet_and_toes_stay_on_their_stones_when_another_moves(convention):
+    """A walk over stones, a stone under a middle plant moved 1 m sideways (issue 36, point 1: a
+    foot is never left hanging). The toe of the plant before it, on an unmoved stone, was pulled
+    off its stone's edge while still down (0.32-0.33 m over the ground, reported valid): the
+    foot's ease towards the new stone, and the jump guard spreading the re-embedded descriptors'
+    first step over the frames before. No contact effector now stands more than 2 cm higher over
+    the surface under it than the source does, on any frame where the source stands; planted
+    effectors on unmoved stones slide no more than 2 cm."""
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=150)
+    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
+    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
+    mesh = TriMesh(V, T)
+    binding = bind(sk, motion, mesh)
+    phases = detect_contacts(binding, fps=30.0)
+    a, b = ranges[1 + 6]
+    moved = V.copy()
+    moved[a:b] += [0.0, 1.0, 0.0]
+    deformed = mesh.with_vertices(moved)
+    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=30.0)
+    _, counts = contact_report(outcomes)
+    assert counts["unresolved"] == 0 and counts["repositioned"] >= 1
+    for o in outcomes:
+        ph = o.phase
+        fr = np.arange(ph.start, ph.end + 1)
+        source = _height_over(mesh, motion[fr, ph.effector])
+        stands = source <= ph.clearance + 0.02
+        hang = _height_over(deformed, result.positions[fr, ph.effector]) - source
+        assert hang[stands].max(initial=0.0) <= 0.02, (ph.name, ph.start, o.status, hang.max())
+        if o.status == "valid":
+            slide = (result.positions[fr, ph.effector] - result.positions[ph.middle, ph.effector]) \
+                - (motion[fr, ph.effector] - motion[ph.middle, ph.effector])
+            assert np.linalg.norm(slide, axis=1).max() <= 0.02, (ph.name, ph.start)
+
+
+def test_a_foot_is_set_where_its_toe_lands_on_a_surface_too():
+    """``_carried_supported``: a foot's candidate place is judged with the toe it carries: on a
+    stone, a shift that keeps the toe over the stone passes, one that puts it past the edge (a
+    real walk's foot set on the corner of the next stone, its toe 0.3 m over the ground) does
+    not, and the ground below takes any."""
+    from blender_reldesc.core import Skeleton
+    from blender_reldesc.core.contacts.repositioning import ContactPhase, _carried_supported
+    sk = Skeleton(["hips", "foot", "toe"], np.array([-1, 0, 1]))
+    stone = S.box((0.0, 0.0, -0.15), (0.34, 0.34, 0.3), subdivisions=2)
+    up = np.array([0.0, 0.0, 1.0])
+    foot = ContactPhase(1, "foot", 0, 9, 0, np.ones(3) / 3, np.array([0.0, 0.0, 0.0]), up, 0.08, np.ones(3), np.eye(3))
+    toe = ContactPhase(2, "toe", 0, 11, 0, np.ones(3) / 3, np.array([0.15, 0.0, 0.0]), up, 0.02, np.ones(3), np.eye(3))
+    shifts = np.array([[0.0, 0.0, 0.0], [-0.1, 0.05, 0.0], [0.1, 0.0, 0.0], [0.0, 0.2, 0.0]])
+    on_stone = _carried_supported(TriMesh(*stone[:2]), [foot, toe], foot, sk, shifts, up, 0.026)
+    assert on_stone.tolist() == [True, True, False, False]
+    ground = S.grid(4.0, 4.0, 20, 20, origin=(-2.0, -2.0), z=-0.3)
+    V, T, _ = S.merge(ground, stone)
+    low = shifts + [0.0, 0.0, -0.3]                         # the same shifts, down on the ground
+    assert _carried_supported(TriMesh(V, T), [foot, toe], foot, sk, low + [1.0, 0.0, 0.0], up, 0.026).all()

@@ -143,7 +143,7 @@ def _spans(outcomes, candidates):
     return spans
 
 
-def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options):
+def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options, with_pins=False):
     """Replace the pins of re-positioned limbs by re-embedded descriptors where that holds up.
 
     ``result``, ``outcomes``, ``pins``: the pinned adaptation (``repositioning._adapt_pinned``);
@@ -151,12 +151,15 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
     A phase keeps its pins (``continuity = "pins"``) when re-embedded it does not land, when the
     re-embedded motion leaves a phase invalid that the pinned one did not, or steps farther in a
     frame than ``JUMP_RATIO`` times the source's (or than the pinned motion, if that did);
-    phases carried by the root planner's IK pins keep them too.
+    phases carried by the root planner's IK pins keep them too. ``with_pins``: also return the
+    pins the returned motion was adapted with (``pins`` when nothing is re-embedded), and in
+    the order ``adapt`` took them, the embeddings (empty then).
     """
     from ..adaptation import adapt, descriptor_influence
     from .repositioning import JUMP_RATIO, _ancestors, check_contacts, landed, largest_step
+    kept = (result, outcomes, pins, []) if with_pins else (result, outcomes)
     if pins is None:
-        return result, outcomes
+        return kept
     candidates = []
     pinned_joints = set()                          # joints the re-positioned phases' own pins hold
     for o in outcomes:
@@ -182,7 +185,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
                 break
     candidates = [i for i in candidates if i not in carried]
     if not candidates:
-        return result, outcomes
+        return kept
     options = {k: v for k, v in options.items() if k != "pins"}
     influence = descriptor_influence(binding, options.get("vertex_influence"))
     spans = _spans(outcomes, candidates)
@@ -205,7 +208,7 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
     phases = [o.phase for o in outcomes]
     for _ in range(2):                               # all at once; then without those that failed
         if not conts:
-            return result, outcomes
+            return kept
         free = pins.copy()
         for i, c in conts.items():
             for k in [i] + [k for k, ci in carried.items() if ci == i]:
@@ -240,10 +243,12 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
                                and np.isin(span, c.frames).any()), None)
                     if by is not None:
                         out[k] = replace(o, continuity="re-embedded", embedding=by.embedding)
+            if with_pins:
+                return trial, out, free, [conts[i].embedding for i in order]
             return trial, out
         # A carried phase (toes under a moved foot) that did not land is its carrier's failure.
         failed = {carried.get(i, i) for i in failed}
         if broken or not failed or not failed <= set(conts):     # a jump or a knock-on: no one to blame
             break
         conts = {i: c for i, c in conts.items() if i not in failed}
-    return result, outcomes
+    return kept

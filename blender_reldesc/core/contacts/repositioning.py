@@ -985,7 +985,13 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         # contact first (product decision: the foot lands where the animator expects).
         near_orig = np.linalg.norm(pts - ph.position, axis=1)        # where it was in the source
         bucket = np.floor((score.max() - score) / max(0.2 * abs(score.max()), 1e-12))
-        for c in np.lexsort((near_orig, bucket)):
+        order = np.lexsort((near_orig, bucket))
+        # The foot's toes in contact go where it goes (``carried`` above): candidates that keep
+        # them on a surface first (product decision: a real walk's foot was set on the corner of
+        # the next stone with its toe 0.3 m over the ground).
+        toes_on = _carried_supported(mesh, phases, ph, sk, pts - ph.position, up, 0.015 * H)
+        order = order[np.argsort(~toes_on[order], kind="stable")]
+        for c in order:
             bent = bents[c]
             if np.any(get(m).closest(_limb_samples(bent, (0.25, 0.5, 0.75, 1.0)))[0] < -margin):   # collision
                 continue
@@ -1009,6 +1015,21 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, pts[chosen], int(cand_tri[chosen]), "pins",
                               span)
     return outcomes, pins
+
+
+def _carried_supported(mesh, phases, ph, sk, shifts, up, eps0):
+    """(n,) for each of the ``shifts`` (n,3) of phase ``ph``'s contact, whether every phase of an
+    effector below it (a toe under a foot) whose middle falls within ``ph`` still stands on a
+    surface when moved by the same shift (``_stands_on``: a surface facing up straight under it at
+    its sole's distance; the nearest surface's distance passed a toe 4 cm past a stone's edge)."""
+    below = set(_subtree(sk, ph.effector)[1:].tolist())
+    up = normalize(np.asarray(up, float))
+    ok = np.ones(len(shifts), bool)
+    for q in phases:
+        if q is ph or q.effector not in below or not ph.start <= q.middle <= ph.end:
+            continue
+        ok &= _stands_on(mesh, q.position + q.clearance * up + shifts, q.clearance, up, eps0)   # the joint
+    return ok
 
 
 def duration_score(inside, middle):
@@ -1078,11 +1099,20 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
                                            fps, friction, up, phases, replan_root, seed, **options)
     if reposition and not mesh.animated:
         result, pins = _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options)
+    if reposition and pins is not None:
+        result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
     if reposition and reembed and not mesh.animated:
         from .continuity import carry
         eps0 = 0.015 * binding.body_height if distance is None else float(distance)
         pinned = result
-        result, outcomes = carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options)
+        result, outcomes, used, embeddings = carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up,
+                                                   distance, options, with_pins=True)
+        if embeddings:
+            # The re-embedded descriptors ease in where the pins did, and the jump guard spreads
+            # their first step over the frames before: a toe still down on its stone slid 4 cm
+            # off its edge there. The contacts that stay are held again on this motion.
+            result, _ = _stances_held(binding, mesh, result, outcomes, used, distance, up,
+                                      {**options, "embeddings": embeddings})
         if result is not pinned and pinned.root_windows:           # re-embedded: the trunk measured again
             through = _through(binding, mesh, result.positions)
             result.root_windows = [replace(w, through=np.flatnonzero(through[w.start:w.end + 1]) + w.start)
@@ -1090,6 +1120,103 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
     if result.root_windows is None:
         result.root_windows = []
     return result, outcomes
+
+
+#: A contact kept (valid) whose effector slides more than this (body heights) against the source's
+#: own motion over its phase is held (``_stances_held``).
+SLIDE_HOLD = 0.01
+
+
+def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options):
+    """Valid contacts that slide held where they stand: ``(result, pins)``.
+
+    Re-positioning a contact changes the motion around it, and the descriptors of the surface
+    that moved still pull at the contacts near it that stay: on a real walk over stones, a foot
+    planted on an unmoved stone next to the moved one slid 7 cm within its plant and its toe
+    came off the stone's edge, all the while passing its check. Each valid phase whose effector
+    departs more than ``SLIDE_HOLD`` body heights from where it should stand is pinned there,
+    eased on and off as a re-positioned contact is (``_pin_phase``). Where it should stand: with
+    the character's own bone lengths and its surface where it was, the source's place (a
+    knock-on effect, as the rounds' ``kept``), the body brought back over it if that costs its
+    balance (``_recentre``); failing that, or with other proportions, where it stands at the
+    phase's middle, following the source's own motion over the phase (a heel that rolls keeps
+    rolling). Each way is kept only if no valid contact then fails its check, no re-positioned
+    one leaves its surface and no frame steps farther than the limit. Product decision (the
+    paper has no such step): documented in the README."""
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    eps0 = 0.015 * H if distance is None else float(distance)
+    phases = [o.phase for o in outcomes]
+    options = {k: v for k, v in options.items() if k != "pins"}
+    if pins is None:
+        pins = np.full(result.positions.shape, np.nan)
+    same_body = np.allclose(result.bone_lengths, sk.bone_lengths(motion), rtol=1e-9, atol=1e-9 * H)
+    for at_source in ((True, False) if same_body else (False,)):
+        held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source)
+        if held is None:
+            continue
+        for e in options.get("embeddings", ()):         # where a re-embedded limb is carried, not pins
+            if e.joints is not None:
+                held[np.ix_(e.frames, e.joints)] = pins[np.ix_(e.frames, e.joints)]
+        kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, at_source)
+        if kept is not None:
+            return kept
+    return result, pins
+
+
+def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source):
+    """``pins`` with the valid phases that depart from their place held (``_stances_held``);
+    None when none does."""
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    phases = [o.phase for o in outcomes]
+    held = pins.copy()
+    n = 0
+    # Limbs before what hangs below them: a foot held carries its toes' phases with it.
+    for i in sorted(range(len(outcomes)), key=lambda i: (len(_ancestors(sk, phases[i].effector)), phases[i].start)):
+        o, ph = outcomes[i], phases[i]
+        if o.status != "valid" or ph.limb is None:
+            continue
+        fr = np.arange(ph.start, ph.end + 1)
+        e, m = ph.effector, ph.middle
+        if at_source and np.linalg.norm(contact_point(mesh, ph, m)[0] - ph.position) < eps0:
+            want = motion[fr, e]
+        else:
+            want = P[m, e] + (motion[fr, e] - motion[m, e])
+        if np.linalg.norm(P[fr, e] - want, axis=1).max() <= SLIDE_HOLD * H:
+            continue
+        if not np.isnan(held[fr, e, 0]).all():      # something holds it already on some frame
+            continue
+        # Eased on and off: pinned straight at its place, a foot the moved stone had pulled
+        # 0.28 m jumped back at the phase's ends.
+        _pin_phase(held, sk, P, motion, ph, want, phases, travel=True)
+        n += 1
+    return held if n else None
+
+
+def _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, recentre):
+    """``(result, pins)`` adapted with ``held``, or None when a valid contact then fails its check
+    (but for balance, which ``recentre`` lets ``_recentre`` restore), a re-positioned one leaves
+    its surface or a frame steps farther than the limit (``JUMP_RATIO``, or ``result``'s step)."""
+    from ..adaptation import adapt
+    motion, H = binding.motion, binding.body_height
+    phases = [o.phase for o in outcomes]
+    trial = adapt(binding, mesh, pins=held, **options)
+    checks = check_contacts(binding, trial.positions, mesh, phases, trial.bone_lengths, distance, up)
+    worse = [i for i, (o, (ok, _)) in enumerate(zip(outcomes, checks)) if o.status == "valid" and not ok]
+    if worse and recentre and all(checks[i][1] == "balance" for i in worse):
+        # The body was pulled after the moved surface, the foot with it: held back, the foot is
+        # out from under the body, which is brought back over it.
+        marked = list(outcomes)
+        for i in worse:
+            marked[i] = Outcome(phases[i], "unresolved", "balance", phases[i].position, None)
+        again, now, pinned = _recentre(binding, mesh, phases, marked, trial, held, (), distance, up, options)
+        if again is not trial and all(x.status == "valid" for x, o in zip(now, outcomes) if o.status == "valid"):
+            trial, held, worse = again, pinned, []
+    limit = max(largest_step(result.positions), JUMP_RATIO * largest_step(motion), 0.02 * H)
+    lost = any(o.status == "repositioned" and not landed(trial.positions, mesh, o.phase, eps0, up) for o in outcomes)
+    if worse or lost or largest_step(trial.positions) > limit + 1e-12:
+        return None
+    trial.root_windows = result.root_windows
+    return trial, held
 
 
 def _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options):
@@ -1425,17 +1552,24 @@ def _subtree(sk, j):
 EASE_SEARCH = 60
 
 
-def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
+def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False):
     """Pin the effector at ``target`` during the phase and carry it there smoothly.
 
     ``target`` is a point (3,) or its path over the phase's frames (n,3) (``track``: a
     contact on an animated support). During the phase the effector is held there; its subtree (toes) keeps
-    the source motion's offsets from it. Before the phase, from the end of the
+    the source motion's offsets from it, and while a contact below it that moves with it (``phases``
+    of a toe whose middle is in this phase) is on before or after the phase, the effector follows
+    the source shifted whole (the heel rises about the held toe). Before that, from the end of the
     same effector's previous contact (or over a short ease when there is none),
     the effector follows the *source* swing shifted by a smoothstep blend of the
     previous contact's shift and the new one; after it, symmetrically up to the
     next contact. The swing thus keeps its source shape instead of the pull of
     the descriptors on the surface that moved away.
+
+    ``travel``: the ease is as long as the way from where ``positions`` have the effector at the
+    phase's ends to the target there takes (a contact held back where the source has it,
+    ``_stances_held``: its target's shift from the source is zero, the way is not), not only the
+    target's shift from the source.
 
     Returns ``(frames (n,), blend (n,), joints)``: the frames pinned, how far each is eased
     towards the new contact (1 over the phase) and the joints held (the effector and its
@@ -1447,6 +1581,12 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     same = sorted((q for q in phases if q.effector == eff and q is not ph), key=lambda q: q.start)
     before = [q for q in same if q.end < ph.start]
     after = [q for q in same if q.start > ph.end]
+    # Held, not eased, while a contact below it carried with it is on (a toe still down as the
+    # heel rises: eased from the phase's end, the toe slid 0.15 m and came off a stone's edge).
+    carried = [q for q in phases if q is not ph and q.effector in set(below.tolist()) and ph.start <= q.middle <= ph.end]
+    first = max([min([ph.start] + [q.start for q in carried]), 0] + [q.end + 1 for q in before[-1:]])
+    last = min([max([ph.end] + [q.end for q in carried]), F - 1] + [q.start - 1 for q in after[:1]])
+    first, last = min(first, ph.start), max(last, ph.end)
     steps = np.linalg.norm(np.diff(motion[:, eff], axis=0), axis=-1)
     vmax = max(float(steps.max()) if len(steps) else 0.0, 1e-6)
     # The held place, frame by frame over the phase (it moves with an animated support).
@@ -1454,7 +1594,11 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
     path = np.broadcast_to(target, (ph.end - ph.start + 1, 3)) if target.ndim == 1 else target
     shift = path[ph.middle - ph.start] - motion[ph.middle, eff]
     shift_in, shift_out = path[0] - motion[ph.middle, eff], path[-1] - motion[ph.middle, eff]
-    ease = int(np.clip(np.ceil(1.5 * float(np.linalg.norm(shift)) / (0.5 * vmax)), 4, 60))
+    way = float(np.linalg.norm(shift))
+    if travel:
+        way = max(way, float(np.linalg.norm(positions[ph.start, eff] - path[0])),
+                  float(np.linalg.norm(positions[ph.end, eff] - path[-1])))
+    ease = int(np.clip(np.ceil(1.5 * way / (0.5 * vmax)), 4, 60))
     # With no other contact of this effector to start from (or end on), the ease starts
     # where the solve last followed the source closely: the descriptors of a surface that
     # moved away can grab the effector several frames before the phase (a toe thrown 0.44 m
@@ -1471,16 +1615,25 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
         d = dev[frames]
         return int(frames[np.flatnonzero(d <= d.min() + tol)[0]])
 
+    # The ease starts once every contact below it that came before has ended (the toe of the
+    # previous step is down after the heel lifts: eased from the heel's end, a generated walk's
+    # toe left its stone), and ends before the next begins.
+    below_set, mine = set(below.tolist()), {id(q) for q in carried}
+    others = [q for q in phases if q.effector in below_set and id(q) not in mine]
+    ended = [q.end for q in others if first - EASE_SEARCH <= q.end < first]
+    begun = [q.start for q in others if last < q.start <= last + EASE_SEARCH]
     if before:
         a = before[-1].end
     else:
-        a = calm(np.arange(max(0, ph.start - ease), max(0, ph.start - EASE_SEARCH) - 1, -1))
-        a = max(0, ph.start - ease) if a is None else a
+        a = calm(np.arange(max(0, first - ease), max(0, first - EASE_SEARCH) - 1, -1))
+        a = max(0, first - ease) if a is None else a
+    a = max([a] + ended)
     if after:
         b = after[0].start
     else:
-        b = calm(np.arange(min(F - 1, ph.end + ease), min(F - 1, ph.end + EASE_SEARCH) + 1))
-        b = min(F - 1, ph.end + ease) if b is None else b
+        b = calm(np.arange(min(F - 1, last + ease), min(F - 1, last + EASE_SEARCH) + 1))
+        b = min(F - 1, last + ease) if b is None else b
+    b = min([b] + begun)
     # Where the effector is at the ends of the ease: where another phase of the same foot
     # already holds it when it does (two moved stones in a row: the second ease starts on the
     # first new stone, not where the foot was before it moved), else where the solve put it.
@@ -1501,7 +1654,7 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
 
     def hold(f, w, s0, o0=None, towards=shift):
         s = s0 + w * (towards - s0)
-        p = motion[f, eff] + s if w < 1.0 else path[f - ph.start]
+        p = motion[f, eff] + s if w < 1.0 or not ph.start <= f <= ph.end else path[f - ph.start]
         pins[f, eff] = p
         # What hangs below keeps the source's offsets, eased in from how they were at the
         # ease's end (pinned straight to the source's, a toe jumped at the first pinned frame).
@@ -1521,19 +1674,20 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=()):
         return np.cumsum(room) / room.sum()
 
     held_frames, held_w = [], []
-    if ph.start - a > 1:
-        inner = np.arange(a + 1, ph.start + 1)
+    if first - a > 1:
+        inner = np.arange(a + 1, first + 1)
         w = shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
             hold(f, wf, shift_a, off_a, shift_in)
         held_frames += inner[:-1].tolist()
         held_w += w[:-1].tolist()
-    for f in range(ph.start, ph.end + 1):
-        hold(f, 1.0, shift)
-    held_frames += list(range(ph.start, ph.end + 1))
-    held_w += [1.0] * (ph.end - ph.start + 1)
-    if b - ph.end > 1:
-        inner = np.arange(ph.end + 1, b + 1)
+    for f in range(first, last + 1):                 # the source's heel and toe, moved whole
+        whole = shift_in if f < ph.start else shift_out if f > ph.end else shift
+        hold(f, 1.0, whole, towards=whole)
+    held_frames += list(range(first, last + 1))
+    held_w += [1.0] * (last - first + 1)
+    if b - last > 1:
+        inner = np.arange(last + 1, b + 1)
         w = 1.0 - shares(inner)
         for f, wf in zip(inner[:-1], w[:-1]):
             hold(f, wf, shift_b, off_b, shift_out)

@@ -1099,20 +1099,19 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
                                            fps, friction, up, phases, replan_root, seed, **options)
     if reposition and not mesh.animated:
         result, pins = _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options)
-    if reposition and pins is not None:
+    if reposition and pins is not None and not (reembed and not mesh.animated):
         result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
-    if reposition and reembed and not mesh.animated:
+    if reposition and reembed and not mesh.animated and pins is not None:
         from .continuity import carry
         eps0 = 0.015 * binding.body_height if distance is None else float(distance)
         pinned = result
         result, outcomes, used, embeddings = carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up,
                                                    distance, options, with_pins=True)
-        if embeddings:
-            # The re-embedded descriptors ease in where the pins did, and the jump guard spreads
-            # their first step over the frames before: a toe still down on its stone slid 4 cm
-            # off its edge there. The contacts that stay are held again on this motion.
-            result, _ = _stances_held(binding, mesh, result, outcomes, used, distance, up,
-                                      {**options, "embeddings": embeddings})
+        # The contacts that stay are held on the motion as carried: the re-embedded descriptors
+        # ease in where the pins did, and the jump guard spreads their first step over the frames
+        # before (a toe still down on its stone slid 4 cm off its edge there).
+        result, _ = _stances_held(binding, mesh, result, outcomes, used, distance, up,
+                                  {**options, "embeddings": embeddings})
         if result is not pinned and pinned.root_windows:           # re-embedded: the trunk measured again
             through = _through(binding, mesh, result.positions)
             result.root_windows = [replace(w, through=np.flatnonzero(through[w.start:w.end + 1]) + w.start)

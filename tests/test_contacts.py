@@ -665,6 +665,25 @@ def _stones_under_plants(motion, skeleton, feet, size=(0.34, 0.34, 0.3)):
     return V, T, ranges, plants
 
 
+def _stone_moved_under_a_walk(convention, which):
+    """A generated walk of ``convention`` over ``_stones_under_plants``, bound, the stone under
+    plant ``which(plants)`` moved 1 m sideways and adapted with contacts: ``(motion, mesh,
+    moved mesh, result, outcomes)``."""
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=150)
+    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
+    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
+    mesh = TriMesh(V, T)
+    binding = bind(sk, motion, mesh)
+    phases = detect_contacts(binding, fps=30.0)
+    a, b = ranges[1 + which(plants)]
+    moved = V.copy()
+    moved[a:b] += [0.0, 1.0, 0.0]
+    deformed = mesh.with_vertices(moved)
+    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=30.0)
+    return motion, mesh, deformed, result, outcomes
+
+
 @pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
 def test_a_stone_moved_from_under_a_foot_leaves_the_body_over_its_feet(convention):
     """A walk over stones with a ground 0.3 m below, the stone under a middle plant moved 1 m
@@ -673,17 +692,7 @@ def test_a_stone_moved_from_under_a_foot_leaves_the_body_over_its_feet(conventio
     unresolved for balance. The body is brought back over its feet: no phase is left unresolved,
     no frame steps more than 1.2x the source's largest step."""
     from blender_reldesc.core.contacts.repositioning import largest_step
-    sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=150)
-    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
-    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
-    mesh = TriMesh(V, T)
-    binding = bind(sk, motion, mesh)
-    phases = detect_contacts(binding, fps=30.0)
-    a, b = ranges[1 + len(plants) // 2]
-    moved = V.copy()
-    moved[a:b] += [0.0, 1.0, 0.0]
-    result, outcomes = adapt_with_contacts(binding, mesh.with_vertices(moved), phases=phases, fps=30.0)
+    motion, _, _, result, outcomes = _stone_moved_under_a_walk(convention, lambda plants: len(plants) // 2)
     _, counts = contact_report(outcomes)
     assert counts["unresolved"] == 0, [(o.phase.name, o.phase.start, o.reason) for o in outcomes if o.status == "unresolved"]
     assert counts["repositioned"] >= 1
@@ -706,18 +715,7 @@ def test_feet_and_toes_stay_on_their_stones_when_another_moves(convention):
     first step over the frames before. No contact effector now stands more than 2 cm higher over
     the surface under it than the source does, on any frame where the source stands; planted
     effectors on unmoved stones slide no more than 2 cm."""
-    sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=150)
-    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
-    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
-    mesh = TriMesh(V, T)
-    binding = bind(sk, motion, mesh)
-    phases = detect_contacts(binding, fps=30.0)
-    a, b = ranges[1 + 6]
-    moved = V.copy()
-    moved[a:b] += [0.0, 1.0, 0.0]
-    deformed = mesh.with_vertices(moved)
-    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=30.0)
+    motion, mesh, deformed, result, outcomes = _stone_moved_under_a_walk(convention, lambda plants: 6)
     _, counts = contact_report(outcomes)
     assert counts["unresolved"] == 0 and counts["repositioned"] >= 1
     for o in outcomes:

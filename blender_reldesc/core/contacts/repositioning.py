@@ -1017,17 +1017,21 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
     return outcomes, pins
 
 
-def _carried_supported(mesh, phases, ph, sk, shifts, up, eps0):
-    """(n,) for each of the ``shifts`` (n,3) of phase ``ph``'s contact, whether every phase of an
-    effector below it (a toe under a foot) whose middle falls within ``ph`` still stands on a
-    surface when moved by the same shift (``_stands_on``: a surface facing up straight under it at
-    its sole's distance; the nearest surface's distance passed a toe 4 cm past a stone's edge)."""
+def _carried_by(sk, phases, ph):
+    """The ``phases`` of effectors below ``ph``'s (a toe under a foot) whose middle falls within
+    ``ph``: they go where ``ph``'s contact goes."""
     below = set(_subtree(sk, ph.effector)[1:].tolist())
+    return [q for q in phases if q is not ph and q.effector in below and ph.start <= q.middle <= ph.end]
+
+
+def _carried_supported(mesh, phases, ph, sk, shifts, up, eps0):
+    """(n,) for each of the ``shifts`` (n,3) of phase ``ph``'s contact, whether every phase it
+    carries (``_carried_by``) still stands on a surface when moved by the same shift
+    (``_stands_on``: a surface facing up straight under it at its sole's distance; the nearest
+    surface's distance passed a toe 4 cm past a stone's edge)."""
     up = normalize(np.asarray(up, float))
     ok = np.ones(len(shifts), bool)
-    for q in phases:
-        if q is ph or q.effector not in below or not ph.start <= q.middle <= ph.end:
-            continue
+    for q in _carried_by(sk, phases, ph):
         ok &= _stands_on(mesh, q.position + q.clearance * up + shifts, q.clearance, up, eps0)   # the joint
     return ok
 
@@ -1099,8 +1103,6 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
                                            fps, friction, up, phases, replan_root, seed, **options)
     if reposition and not mesh.animated:
         result, pins = _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options)
-    if reposition and pins is not None and not (reembed and not mesh.animated):
-        result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
     if reposition and reembed and not mesh.animated and pins is not None:
         from .continuity import carry
         eps0 = 0.015 * binding.body_height if distance is None else float(distance)
@@ -1116,6 +1118,8 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
             through = _through(binding, mesh, result.positions)
             result.root_windows = [replace(w, through=np.flatnonzero(through[w.start:w.end + 1]) + w.start)
                                    for w in pinned.root_windows]
+    elif reposition and pins is not None:
+        result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
     if result.root_windows is None:
         result.root_windows = []
     return result, outcomes
@@ -1144,7 +1148,6 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options):
     paper has no such step): documented in the README."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)
-    phases = [o.phase for o in outcomes]
     options = {k: v for k, v in options.items() if k != "pins"}
     if pins is None:
         pins = np.full(result.positions.shape, np.nan)
@@ -1582,10 +1585,9 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
     after = [q for q in same if q.start > ph.end]
     # Held, not eased, while a contact below it carried with it is on (a toe still down as the
     # heel rises: eased from the phase's end, the toe slid 0.15 m and came off a stone's edge).
-    carried = [q for q in phases if q is not ph and q.effector in set(below.tolist()) and ph.start <= q.middle <= ph.end]
+    carried = _carried_by(sk, phases, ph)
     first = max([min([ph.start] + [q.start for q in carried]), 0] + [q.end + 1 for q in before[-1:]])
     last = min([max([ph.end] + [q.end for q in carried]), F - 1] + [q.start - 1 for q in after[:1]])
-    first, last = min(first, ph.start), max(last, ph.end)
     steps = np.linalg.norm(np.diff(motion[:, eff], axis=0), axis=-1)
     vmax = max(float(steps.max()) if len(steps) else 0.0, 1e-6)
     # The held place, frame by frame over the phase (it moves with an animated support).

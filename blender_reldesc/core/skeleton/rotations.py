@@ -72,17 +72,16 @@ def _swing_unit(u, v):
     return r
 
 
-def kabsch(u, v, weights=None, newton=None):
+def kabsch(u, v, weights=None):
     """(...,3,3) best-fit rotations taking vector sets u (...,K,3) onto v (...,K,3): the nearest
-    proper rotation to the transpose of their covariance (``nearest_rotation``, ``newton`` as
-    there)."""
+    proper rotation to the transpose of their covariance (``nearest_rotation``)."""
     # sum_k w_k v_k u_k^T as a batched product (a three-operand einsum took 6.6x as long on
     # 1000 sets of 14 vectors, 3.4x on 100k sets of 3)
     wu = u if weights is None else u * np.asarray(weights)[..., None]
-    return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu), newton)
+    return nearest_rotation(np.matmul(np.swapaxes(v, -1, -2), wu))
 
 
-def nearest_rotation(m, newton=None):
+def nearest_rotation(m):
     """(...,3,3) the proper rotation nearest each matrix ``m`` (...,3,3): its orthogonal polar
     factor where the determinant is positive; where it is not (a mirrored matrix, or one of rank 2
     or less) the SVD's, with the sign of its least singular direction flipped.
@@ -90,13 +89,11 @@ def nearest_rotation(m, newton=None):
     Batches of at least ``NEWTON_BATCH`` well-conditioned matrices take scaled Newton steps
     (``_polar_newton``): a crowd's rigid bodies (100k covariances) took 1.2 s by SVD, and a
     600-frame Rigify bind's 96k bone matrices 0.46 s. The others, and any the steps leave
-    unsettled, the SVD (the same rotations to 1e-14). ``newton`` True: the steps whatever the
-    batch's size, so that each matrix gets the same rotation to the bit in any batch (a crowd's
-    characters fitted at once get what each gets alone)."""
+    unsettled, the SVD (the same rotations to 1e-14)."""
     m = np.asarray(m, dtype=float)
     flat = m.reshape(-1, 3, 3)
     out = np.empty_like(flat)
-    if newton or (newton is None and len(flat) >= NEWTON_BATCH):
+    if len(flat) >= NEWTON_BATCH:
         size = np.sqrt(np.einsum("nij,nij->n", flat, flat))
         good = _det3(flat) > 1e-6 * size ** 3                      # well conditioned, not mirrored
         flat, good = _completed(flat, size, good)
@@ -173,11 +170,8 @@ def _polar_newton(a, steps=12):
     """Orthogonal polar factors of (n,3,3) matrices with positive determinants by Higham's scaled
     Newton iteration ``X <- (g X + X^-T / g) / 2`` (the inverse by cofactors, on the nine entries
     as flat arrays: a few microseconds a matrix, against 5 for numpy's batched SVD), and (n,)
-    whether each settled (orthonormal to 1e-12). Each matrix stops at the first step that moves
-    it less than 1e-15, so that its answer does not depend on the batch it is in; the steps stop
-    once every matrix has."""
+    whether each settled (orthonormal to 1e-12). Stops once every matrix has."""
     x = [np.array(a[:, i, j], dtype=float) for i in range(3) for j in range(3)]
-    live = None
     for _ in range(steps):
         x00, x01, x02, x10, x11, x12, x20, x21, x22 = x
         c = [x11 * x22 - x12 * x21, x12 * x20 - x10 * x22, x10 * x21 - x11 * x20,
@@ -187,10 +181,9 @@ def _polar_newton(a, steps=12):
         inv_t = [ck / det for ck in c]                                                  # X^-T
         g = np.sqrt(np.sqrt(sum(v * v for v in inv_t) / sum(v * v for v in x)))
         new = [0.5 * (g * xk + ik / g) for xk, ik in zip(x, inv_t)]
-        moving = np.maximum.reduce([np.abs(nk - xk) for nk, xk in zip(new, x)]) >= 1e-15
-        x = new if live is None else [np.where(live, nk, xk) for nk, xk in zip(new, x)]
-        live = moving if live is None else live & moving
-        if not live.any():
+        change = max(float(np.abs(nk - xk).max(initial=0.0)) for nk, xk in zip(new, x))
+        x = new
+        if change < 1e-15:
             break
     x = np.stack(x, axis=1).reshape(-1, 3, 3)
     err = np.abs(np.swapaxes(x, -1, -2) @ x - np.eye(3)).max(axis=(-2, -1), initial=0.0)

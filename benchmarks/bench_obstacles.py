@@ -1,6 +1,12 @@
 """An obstacle brought down onto the path of the real clips (issue 36, point 3), the core alone.
 
     .venv/bin/python benchmarks/bench_obstacles.py [--frames 300] [--starts 1200 2100 3000 3600] [--below 0.08]
+    .venv/bin/python benchmarks/bench_obstacles.py --post [--sides 0 0.15] [--width 0.3]
+
+``--post``: instead of the slab, a post ``--width`` square and 2.5 m tall, bound 8 m up and set
+down on the floor after binding, its centre ``--sides`` metres to the left of the hips at the
+stretch's middle frame (the walk's left, square to its heading): a person steps round it. The
+columns are the slab's, "hips down" becoming how far the hips went aside at most.
 
 Per clip in ../shared/data/real and stretch of it (``--frames`` frames from each of ``--starts``):
 the clip bound over a flat floor with a 2 m x 2 m slab, 0.1 m thick, 6 m up (out of every
@@ -62,6 +68,25 @@ def scene(motion, below):
     return V, T, lowered, box, z0, floor
 
 
+def post_scene(motion, width, side, hips_lr):
+    """``scene`` with a post instead of the slab: ``width`` x ``width`` x 2.5 m, bound 8 m up, set
+    down on the floor ``side`` metres to the left of the hips at the middle frame (left: towards
+    the left hip joint of ``hips_lr`` (left, right), level)."""
+    z0 = float(motion[..., 2].min()) - 0.01
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
+    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.1), int((hi[1] - lo[1]) / 0.1),
+                   origin=(lo[0], lo[1]), z=z0)
+    m = len(motion) // 2
+    left = motion[m, hips_lr[0], :2] - motion[m, hips_lr[1], :2]
+    left /= np.linalg.norm(left)
+    c = motion[m, 0, :2] + side * left
+    V, T, (_, (a, b)) = S.merge(floor, S.box((c[0], c[1], 8.0), (width, width, 2.5), subdivisions=4))
+    lowered = V.copy()
+    lowered[a:b, 2] += z0 + 1.25 - 8.0
+    box = (np.r_[c - 0.5 * width, z0], np.r_[c + 0.5 * width, z0 + 2.5])
+    return V, T, lowered, box, z0, floor
+
+
 def in_box(skel, P, box, joints=None):
     """(F,) frames where a point along a bone of ``P`` (F,J,3) ending at one of ``joints`` (default
     all), sampled every 1/16 of the bone, is inside the box (a bone through a 10 cm slab has a
@@ -81,25 +106,37 @@ def main(argv=None):
     ap.add_argument("--below", type=float, default=0.08, help="the slab's underside under the head's top (m)")
     ap.add_argument("--builtin", action="store_true",
                     help="also the built-in rig (bpy, ``bench_terrain.BuiltinRig``) on the same scenes")
+    ap.add_argument("--post", action="store_true", help="a post set down on the path instead of the slab")
+    ap.add_argument("--sides", type=float, nargs="+", default=[0.0, 0.15],
+                    help="with --post: its centre this far left of the hips (m)")
+    ap.add_argument("--width", type=float, default=0.3, help="with --post: its width (m)")
     args = ap.parse_args(argv)
     clips = sorted(DATA.glob("*.bvh"))
     if not clips:
         print(f"no clips in {DATA}: nothing to measure")
         return 0
-    print("| clip, frames | trunk in slab: source / plain / result | any bone: source / result | root windows "
-          "| hips down most m | planted within 2 cm | planted moved median cm | largest step / source "
+    what = "post" if args.post else "slab"
+    print(f"| clip, frames{', post left of hips m' if args.post else ''} | trunk in {what}: source / plain / result "
+          f"| any bone: source / result | root windows "
+          f"| hips {'aside' if args.post else 'down'} most m | planted within 2 cm | planted moved median cm "
+          "| largest step / source "
           "| valid / repositioned / unresolved | plain s | with contacts s |"
           + (" built-in rig: trunk in slab | built-in rig: any bone | built-in rig: planted within 2 cm "
              "| built-in rig: largest step / source |" if args.builtin else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if args.builtin else ""))
-    for path, start in ((p, s) for p in clips for s in args.starts):
+    for path, start, side in ((p, s, d) for p in clips for s in args.starts
+                              for d in (args.sides if args.post else [None])):
         names, parents, motion, fps = read_bvh(path, scale=0.01 if "_cm_" in path.name else 1.0,
                                                max_frames=start + args.frames)
         motion = motion[start:]
         if len(motion) < args.frames:
             continue
         skel = Skeleton(names, parents)
-        V, T, lowered, box, z0, floor = scene(motion, args.below)
+        if args.post:
+            hips_lr = [_hip_of(skel, find(names, "foot", side=s)) for s in ("l", "r")]
+            V, T, lowered, box, z0, floor = post_scene(motion, args.width, side, hips_lr)
+        else:
+            V, T, lowered, box, z0, floor = scene(motion, args.below)
         mesh = TriMesh(V, T)
         binding = bind(skel, motion, mesh)
         edited = mesh.with_vertices(lowered)
@@ -121,16 +158,28 @@ def main(argv=None):
         hips = binding.skeleton.parents.tolist().index(-1)
         windows = ", ".join(f"{w.start}-{w.end} {w.status}" + (f" ({len(w.through)} through)" if len(w.through) else "")
                             for w in result.root_windows) or "none"
-        print(f"| {path.name}, {start}-{start + len(motion) - 1} "
+        if args.post:
+            away = float(np.linalg.norm((P[:, hips] - plain.positions[:, hips])[:, :2], axis=1).max())
+        else:
+            away = float((plain.positions[:, hips, 2] - P[:, hips, 2]).max())
+        print(f"| {path.name}, {start}-{start + len(motion) - 1}{f', {side:.2f}' if args.post else ''} "
               f"| {in_box(skel, motion, box, trunk).sum()} / {in_box(skel, plain.positions, box, trunk).sum()} "
               f"/ {in_box(skel, P, box, trunk).sum()} | {in_box(skel, motion, box).sum()} / {in_box(skel, P, box).sum()} "
-              f"| {windows} | {float((plain.positions[:, hips, 2] - P[:, hips, 2]).max()):.2f} "
+              f"| {windows} | {away:.2f} "
               f"| {100 * height_ok[plant].mean():.1f} % | {100 * float(np.median(moved[plant])):.1f} "
               f"| {largest_step(P) / largest_step(motion):.2f} "
               f"| {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} | {t_plain:.2f} | {t_full:.2f} |"
               + (_builtin(path, start, names, skel, motion, z0, floor, box, trunk, feet, plant)
                  if args.builtin else ""), flush=True)
     return 0
+
+
+def _hip_of(skel, foot):
+    """The joint below the root on the way down to ``foot`` (a hip joint)."""
+    j = foot
+    while skel.parents[skel.parents[j]] >= 0:
+        j = int(skel.parents[j])
+    return j
 
 
 def _builtin(path, start, names, skel, motion, z0, floor, box, trunk, feet, plant):

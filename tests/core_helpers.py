@@ -40,3 +40,27 @@ def walk_under_a_slab(convention, below=0.08, frames=150, edit=None):
     v[a:b, 2] += bottom + 0.05 - 6.0
     box = (np.r_[mid[:2] - 1.0, bottom], np.r_[mid[:2] + 1.0, bottom + 0.1])
     return sk, motion, binding, mesh.with_vertices(v), box, roles
+
+
+def walk_past_a_post(convention, width=0.3, side=0.0, depth=None, frames=150):
+    """A generated walk of a ``convention_rig`` over a floor and a post ``width`` wide (``depth``
+    long along the walk, default ``width``) and 2.5 m tall, bound 8 m up and set down on the floor
+    after binding, its centre ``side`` metres left of the hips' path at the middle frame (a wall
+    across the path when ``width`` is wide): skeleton, motion, binding, the edited mesh, the post's
+    box and the rig's roles."""
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=frames).copy()
+    lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
+    z0 = motion[..., 2].min() - 0.005
+    floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.2), int((hi[1] - lo[1]) / 0.2),
+                   origin=(lo[0], lo[1]), z=z0)
+    mid = motion[frames // 2, 0]
+    size = np.array([width if depth is None else depth, width, 2.5])   # the walks go along +x
+    centre = np.array([mid[0], mid[1] + side])
+    verts, tris, (_, (a, b)) = S.merge(floor, S.box((centre[0], centre[1], 8.0), tuple(size), subdivisions=4))
+    mesh = TriMesh(verts, tris)
+    binding = bind(sk, motion, mesh)
+    v = verts.copy()
+    v[a:b, 2] += (z0 + 1.25) - 8.0
+    box = (np.r_[centre - 0.5 * size[:2], z0], np.r_[centre + 0.5 * size[:2], z0 + 2.5])
+    return sk, motion, binding, mesh.with_vertices(v), box, roles

@@ -9,7 +9,7 @@ from blender_reldesc.core.contacts import adapt_with_contacts, contact_report
 from blender_reldesc.core.contacts import replanning as RP
 from blender_reldesc.core.contacts.balance import bone_samples
 from blender_reldesc.core.geometry import Collider
-from core_helpers import walk_under_a_slab
+from core_helpers import walk_past_a_post, walk_under_a_slab
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +215,80 @@ def test_every_rig_convention_ducks_under_a_slab_brought_onto_its_head(conventio
     lengths = sk.bone_lengths(motion)
     # Pinned hips and re-placed feet leave a leg a few millimetres short at worst.
     assert np.abs(sk.bone_lengths(result.positions) - lengths).max() < 5e-3 * binding.body_height
+
+
+def _bones_in_box(sk, positions, box):
+    """(F,) frames where a point along any bone (every 1/16 of it) is inside ``box``."""
+    pts = bone_samples(sk, positions, tuple(np.linspace(0.0, 1.0, 17)))
+    return _in_box(pts, box).any(axis=1)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue"])
+def test_a_post_set_down_on_a_walk_is_stepped_round(convention):
+    """Issue 36, point 3 (step aside): a post set down on the path after binding, too tall to duck
+    under. The plain adapt walks through it as the source does; with contacts the root is
+    replanned aside, the feet step aside with it (reported re-positioned, "stepped aside", each
+    held still on the floor over its phase), no bone enters the post, every contact is resolved,
+    no frame steps more than 1.5x the source's and the bones keep their lengths."""
+    sk, motion, binding, mesh, box, roles = walk_past_a_post(convention)
+    plain, _ = adapt_with_contacts(binding, mesh, replan_root=False)
+    assert _bones_in_box(sk, plain.positions, box).sum() >= 10
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    P = result.positions
+    assert not _bones_in_box(sk, P, box).any()
+    assert result.root_windows and all(w.status == "replanned" and not len(w.through) for w in result.root_windows)
+    assert all(o.status != "unresolved" for o in outcomes)
+    aside = [o for o in outcomes if o.reason == "stepped aside"]
+    assert len(aside) >= 4 and all(o.status == "repositioned" for o in aside)
+    moved = [np.linalg.norm((o.new_position - o.position)[:2]) for o in aside]
+    assert max(moved) > 0.2 and min(moved) > RP.ASIDE_MIN * binding.body_height
+    for o in aside:
+        ph = o.phase
+        fr = slice(ph.start, ph.end + 1)
+        # Held still where it stands: no more slide than the source's, but for a heel that the leg
+        # reaches 1.4 cm short of on the frame it lands while the body is still moving aside.
+        drift = np.linalg.norm(P[fr, ph.effector] - P[ph.middle, ph.effector], axis=-1).max()
+        source = np.linalg.norm(motion[fr, ph.effector] - motion[ph.middle, ph.effector], axis=-1).max()
+        assert drift <= source + 0.02
+    hips = int(np.flatnonzero(sk.parents < 0)[0])
+    assert np.linalg.norm((P[:, hips] - plain.positions[:, hips])[:, :2], axis=1).max() > 0.2
+    feet = [roles.index(r) for r in ("foot.L", "foot.R", "toe.L", "toe.R")]
+    speed = np.linalg.norm(np.gradient(motion[:, feet], axis=0), axis=-1) * 30.0
+    planted = (speed < 0.5) & (motion[:, feet, 2] - motion[:, feet, 2].min(axis=0) < 0.05)
+    assert (np.abs(P[:, feet, 2] - motion[:, feet, 2])[planted] < 0.02).mean() >= 0.9
+    assert _largest_step(P) <= 1.5 * _largest_step(motion)
+    from blender_reldesc.core.contacts.repositioning import floor_bones
+    bones = [j for j in range(1, len(sk)) if j not in floor_bones(binding)]
+    assert np.abs(sk.bone_lengths(P) - sk.bone_lengths(motion))[:, bones].max() < 5e-3 * binding.body_height
+
+
+@pytest.mark.parametrize("side", [-0.15, 0.15])
+def test_a_post_beside_the_path_is_stepped_round_on_either_side(side):
+    sk, motion, binding, mesh, box, roles = walk_past_a_post("bvh", width=0.45, side=side)
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    assert not _bones_in_box(sk, result.positions, box).any()
+    assert all(o.status != "unresolved" for o in outcomes)
+    assert _largest_step(result.positions) <= 1.5 * _largest_step(motion)
+
+
+def test_a_post_off_the_path_changes_nothing():
+    """Set down 2 m beside the walk, out of reach of every bone: nothing to replan, and the result is
+    the plain adapt's."""
+    sk, motion, binding, mesh, box, roles = walk_past_a_post("bvh", side=2.0)
+    plain, _ = adapt_with_contacts(binding, mesh, replan_root=False)
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    assert result.root_windows == [] and all(o.status == "valid" for o in outcomes)
+    assert np.array_equal(result.positions, plain.positions)
+
+
+def test_a_wall_across_the_path_has_no_root_path_and_names_the_frames():
+    """A wall 5 m wide across the walk: no duck, no way round within reach. The report says so
+    and names the frames where the body still goes through; no foot is carried anywhere."""
+    sk, motion, binding, mesh, box, roles = walk_past_a_post("bvh", width=5.0, depth=0.2)
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    assert result.root_windows and {w.status for w in result.root_windows} == {"no root path"}
+    through = np.concatenate([w.through for w in result.root_windows])
+    assert through.size and set(through.tolist()) == \
+        set(np.flatnonzero(RP.trunk_collisions(binding, mesh, result.positions)).tolist())
+    assert {o.reason for o in outcomes if o.status == "unresolved"} == {"no root path"}
+    assert not any(o.reason == "stepped aside" for o in outcomes)

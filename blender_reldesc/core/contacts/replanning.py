@@ -23,15 +23,26 @@ The path found is shortened (shortcuts between its nodes) and smoothed when the
 smoothed path is still valid. Seeded, with a time budget; no path within it:
 ``None`` (reported ``unresolved``, reason ``no root path``).
 
+Before the tree (product decisions, README "Contacts: departures"), two searches by dynamic
+programming that find what a person does where the tree often runs out of time on a real
+walk's windows of four to eight seconds: the shallowest duck straight down (``_ducked``), then
+the narrowest step aside, square to the way the hips go (``_sidestepped``) or, where that way
+turns round at the obstacle, on a level grid (``_detoured``), with the arms clear as well as
+the trunk when they can be. The tree never lifts the body (a lifted body stretches its legs off
+the ground).
+
 §7.3 (``root_pins``): the trunk is pinned where the plan carries it and the contacts
 still held at their places; the solver bends the limbs in between (the paper's
-per-limb IK), and contacts still invalid then go through re-positioning again.
+per-limb IK), and contacts still invalid then go through re-positioning again. Where the plan
+moves the body aside, the feet step aside with it (``step_aside``: each stance moved level, held
+still, where the ground goes on at its height; reported re-positioned, "stepped aside") and
+the free arms are carried with the body.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
@@ -83,6 +94,19 @@ DUCK_CHANGE = 0.2
 TRUNK_MARGIN = 0.001
 #: Surface samples per invalid contact kept for the C_rep test.
 REP_SAMPLES = 160
+#: A stance carried aside by a plan less than this many body heights (``step_aside``) stays where it is.
+ASIDE_MIN = 0.01
+#: The step aside (``_sidestepped``): offsets up to this many body heights either side (0.61 m for
+#: a 1.75 m body: round a post as wide as the shoulders).
+ASIDE_MAX = 0.35
+#: Frames (a Gaussian's sigma) over which the way the hips go is smoothed for the step aside (a
+#: stride's sway and a pelvis's turn from step to step are not a change of way).
+SIDE_SMOOTH = 15.0
+#: Rounds of ``_sidestepped``: the cheapest free way, tested whole, its failing frames' states
+#: tested, again.
+SIDE_ROUNDS = 12
+#: The grid of ``_detoured``, body heights (7 cm for a 1.75 m body).
+DETOUR_CELL = 0.04
 
 
 @dataclass
@@ -118,6 +142,9 @@ class RootPlan:
     yaw: np.ndarray
     nodes: int                       # tree size when the path was found
     seconds: float
+    #: The foot contacts carried aside with the body (``step_aside``): phase index -> (its place
+    #: on its middle frame (3,), the triangle under it), filled by ``replan_windows``.
+    aside: dict = field(default_factory=dict)
 
 
 def _yaw_rot(psi, up):
@@ -166,11 +193,16 @@ class Reachability:
     """
 
     def __init__(self, skeleton, positions, source, mesh, bind_mesh, body_height, root, trunk_bones,
-                 keep, rep, workspace_of, body, up, margin):
+                 keep, rep, workspace_of, body, up, margin, arm_bones=(), distance=None):
         self.sk, self.pos, self.root, self.up = skeleton, positions, root, np.asarray(up, float)
         self.H, self.margin = body_height, margin
-        self.collider = Collider(mesh.vertices, mesh.normals(0), mesh.triangles, mesh.valid, 0.3 * body_height)
-        self.distance = _VoxelDistance(self.collider, VOXEL * body_height)
+        if distance is None:
+            distance = _VoxelDistance(Collider(mesh.vertices, mesh.normals(0), mesh.triangles, mesh.valid,
+                                               0.3 * body_height), VOXEL * body_height)
+        # (``distance``: one shared by the planners of a clip's windows and pads, which ask for
+        # the same voxels again.)
+        self.distance = distance
+        self.collider = distance.collider
         samples_now = bone_samples(skeleton, positions, TRUNK_SAMPLES)          # (F,K,3)
         B = int(np.sum(skeleton.parents >= 0))
         k_of = np.tile(np.arange(B), len(samples_now[0]) // B)
@@ -181,6 +213,15 @@ class Reachability:
         src = bone_samples(skeleton, source, TRUNK_SAMPLES)[:, self.mask]
         self.clear = CLEAR * body_height
         self.was_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2]))
+        # The arms, tested only when ``with_arms`` (the step aside and the random tree): a body
+        # stepping round a post keeps its swinging arms clear of it too; a duck leaves a raised arm
+        # to ``avoidance``.
+        arms = np.isin(k_of, arm_bones)
+        self.arms = samples_now[:, arms]
+        src = bone_samples(skeleton, source, TRUNK_SAMPLES)[:, arms]
+        self.arms_were_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2])) \
+            if arms.any() else np.zeros((len(positions), 0), bool)
+        self.with_arms = False
         self.keep, self.rep = keep, rep
         self.workspace_of, self.body = workspace_of, body
         self.rot = {False: body.rotations(positions), True: body.rotations(positions, upper=True)}   # (F,3,3)
@@ -195,12 +236,26 @@ class Reachability:
         r = self.pos[f, self.root][:, None]
         return r + np.einsum("nij,nkj->nki", R, pts - r) + o[:, None]
 
+    def _level(self, f, o, R, pts):
+        """Points (n,3) of frames f (n,) carried by the level part of offset o (n,3) and the turn R
+        (n,3,3) about the root: a foot stepping aside with the body stays at its height."""
+        level = o - np.outer(o @ self.up, self.up)
+        r = self.pos[f, self.root]
+        return r + np.einsum("nij,nj->ni", R, pts - r) + level
+
     def free(self, f, o, psi):
         """(n,) whether states at frames f (n,) are in C_free (the trunk clear), the cheap test."""
         f = np.asarray(f, np.int64)
-        pts = self._moved(f, o, _yaw_rot(psi, self.up), self.trunk[f])
+        R = _yaw_rot(psi, self.up)
+        pts = self._moved(f, o, R, self.trunk[f])
         sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
-        return ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
+        ok = ~np.any(self._hit(sd) & ~self.was_inside[f], axis=1)
+        if self.with_arms and self.arms.shape[1] and ok.any():
+            idx = np.flatnonzero(ok)
+            pts = self._moved(f[idx], o[idx], R[idx], self.arms[f[idx]])
+            sd = self.distance(pts.reshape(-1, 3)).reshape(pts.shape[:2])
+            ok[idx] = ~np.any(self._hit(sd) & ~self.arms_were_inside[f[idx]], axis=1)
+        return ok
 
     def valid(self, f, o, psi):
         """(n,) whether states (offset o (n,3), yaw psi (n,)) at frames f (n,) are in C_reach."""
@@ -208,7 +263,7 @@ class Reachability:
         R = _yaw_rot(psi, self.up)
         ok = self.free(f, o, psi)
         body = {k: np.einsum("nij,nkj->nik", r[f], R) for k, r in self.rot.items()}   # R_body @ R^T
-        for limb, frames, points in self.keep:
+        for limb, frames, points, *carry in self.keep:
             hit = np.searchsorted(frames, f)
             on = (hit < len(frames)) & (frames[np.minimum(hit, len(frames) - 1)] == f) & ok
             if not on.any():
@@ -220,9 +275,18 @@ class Reachability:
                 continue
             ws = self.workspace_of(limb)
             at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
-            local = np.einsum("nij,nj->ni", body[ws.upper][idx], points[hit[idx]] - at)
-            ok[idx] &= ws.excess(local) <= self.margin
-        for limb, frames, samples in self.rep:
+            held = points[hit[idx]]
+            good = ws.excess(np.einsum("nij,nj->ni", body[ws.upper][idx], held - at)) <= self.margin
+            if carry and carry[0] and not good.all():
+                # A foot on the ground may step aside with the body (``step_aside``): carried by the
+                # state's level offset and turn, where the ground goes on at the height it stands.
+                n = np.flatnonzero(~good)
+                moved = self._level(f[idx[n]], o[idx[n]], R[idx[n]], held[n])
+                local = np.einsum("nij,nj->ni", body[ws.upper][idx[n]], moved - at[n])
+                good[n] = (ws.excess(local) <= self.margin) & \
+                    (np.abs(self.distance(moved) - self.distance(held[n])) <= self.margin)
+            ok[idx] &= good
+        for limb, frames, samples, *carry in self.rep:
             if limb is None:                             # a seat gone: the plan does not look for another
                 continue
             on = (f >= frames[0]) & (f <= frames[-1]) & ok
@@ -232,11 +296,21 @@ class Reachability:
             ws = self.workspace_of(limb)
             at = self._moved(f[idx], o[idx], R[idx], self.pos[f[idx], limb.root][:, None])[:, 0]
             local = np.einsum("nij,nsj->nsi", body[ws.upper][idx], samples[None] - at[:, None])
-            ok[idx] &= ws.excess(local).min(axis=1) <= self.margin
+            good = ws.excess(local).min(axis=1) <= self.margin
+            if carry and carry[0] is not None and not good.all():
+                # A foot whose place the obstacle took may step aside with the body onto the ground
+                # beside it (``step_aside``), its sole's clearance over a surface there.
+                n = np.flatnonzero(~good)
+                moved = self._level(f[idx[n]], o[idx[n]], R[idx[n]], np.broadcast_to(samples[0], (len(n), 3)))
+                local = np.einsum("nij,nj->ni", body[ws.upper][idx[n]], moved - at[n])
+                good[n] = (ws.excess(local) <= self.margin) & \
+                    (np.abs(self.distance(moved) - carry[0]) <= self.margin)
+            ok[idx] &= good
         return ok
 
 
-def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, max_nodes=4000, batch=48):
+def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, max_nodes=4000, batch=48,
+              arms_optional=True):
     """An RRT from ``first`` to ``last`` (frames) in ``reach`` (``Reachability``); a RootPlan
     over first..last, or None when none was found within ``budget`` seconds.
 
@@ -252,6 +326,18 @@ def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, 
         frames = np.arange(first, last + 1)
         offset, yaw = _smoothed(reach, frames, duck, np.zeros(len(frames)), free_start, free_end, vmax)
         return RootPlan(frames, offset, yaw, 0, time.perf_counter() - t0)
+    # A step aside with the arms clear, else with the trunk clear (arms held out wider than any
+    # step aside: ``avoidance`` keeps them out of what they would pass through).
+    frames = np.arange(first, last + 1)
+    for arms in (True, False) if arms_optional else (True,):
+        reach.with_arms = arms
+        aside = _sidestepped(reach, first, last, free_start, free_end, vmax, _sideways(reach, frames))
+        if aside is None:
+            aside = _detoured(reach, first, last, free_start, free_end, vmax)
+        if aside is not None:
+            offset, yaw = _smoothed(reach, frames, aside, np.zeros(len(frames)), free_start, free_end, vmax)
+            return RootPlan(frames, offset, yaw, 0, time.perf_counter() - t0)
+    reach.with_arms = True
     sigma = np.array([0.15, 0.15, 0.15]) * H
     # Roots: the adapted trajectory at the first frame, or any valid state there at the clip's start.
     if reach.valid([first], np.zeros((1, 3)), np.zeros(1))[0]:
@@ -324,6 +410,9 @@ def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, 
         ts = np.where(goal, last, np.where(kind == 1, near_front, rng.integers(first + 1, last + 1, size=batch)))
         grow = min(1.0 + len(T) / 400.0, 1.5)                 # widen the search as the tree grows
         os_ = np.where(goal[:, None], 0.0, rng.normal(size=(batch, 3)) * sigma * grow)
+        # Never up: a body lifted off its walk stretches its legs off the ground (a post stepped
+        # round with the hips 9 cm higher lifted the planted heel 4 cm); down is a duck.
+        os_ -= np.maximum(os_ @ reach.up, 0.0)[:, None] * reach.up
         ys = np.where(goal, 0.0, np.clip(rng.normal(size=batch) * YAW_MAX * 0.3 * grow, -YAW_MAX, YAW_MAX))
         # Nearest earlier node of each sample.
         d = (np.linalg.norm(O[None] - os_[:, None], axis=-1) / H + 0.3 * np.abs(Y[None] - ys[:, None])
@@ -372,6 +461,192 @@ def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, 
     return RootPlan(frames, offset, yaw, len(T), time.perf_counter() - t0)
 
 
+def _cheapest(ok, value, step, change, free_start, free_end, zero):
+    """The states (n,) index into ``value`` (K,) of the least total |value| plus ``change`` per step
+    of state, by dynamic programming over ``ok`` (n,K) (every frame's state allowed), moving at
+    most ``step`` states a frame, starting and ending at state ``zero`` unless ``free_start`` /
+    ``free_end``; None when no sequence is allowed."""
+    n, K = ok.shape
+    inf = np.inf
+    cost = np.where(ok[0], np.abs(value), inf)
+    if not free_start:
+        cost[np.arange(K) != zero] = inf
+    back = np.zeros((n, K), np.int64)
+    for f in range(1, n):
+        best, arg = np.full(K, inf), np.zeros(K, np.int64)
+        for d in range(-step, step + 1):                # from state k + d to state k
+            src = np.arange(K) + d
+            valid = (src >= 0) & (src < K)
+            c = np.full(K, inf)
+            c[valid] = cost[src[valid]] + change * abs(d)
+            better = c < best
+            best[better], arg[better] = c[better], src[better]
+        back[f] = arg
+        cost = best + np.where(ok[f], np.abs(value), inf)
+    return _backtrack(cost, back, free_end, zero)
+
+
+def _backtrack(cost, back, free_end, zero):
+    """The cheapest sequence of states (n,) from the last step's ``cost`` (K,) and the best
+    predecessors ``back`` (n,K), ending at ``zero`` unless ``free_end``; None when none is finite."""
+    cost = cost.copy()
+    if not free_end:
+        cost[np.arange(len(cost)) != zero] = np.inf
+    if not np.isfinite(cost.min()):
+        return None
+    n = len(back)
+    pick = np.empty(n, np.int64)
+    pick[-1] = int(np.argmin(cost))
+    for f in range(n - 1, 0, -1):
+        pick[f - 1] = back[f, pick[f]]
+    return pick
+
+
+def _sidestepped(reach, first, last, free_start, free_end, vmax, side):
+    """The narrowest step aside over first..last (a post on the path, too tall to duck under): a
+    level offset along ``side`` (n,3), by ``_cheapest`` over offsets ``DUCK_STEP`` body heights
+    apart up to ``ASIDE_MAX`` either way, every frame valid, the arms clear too when
+    ``Reachability.with_arms``. (n,3) offsets, or None when none passes or they move faster than
+    1.5 times the planner's speed (``side`` turning fast; then ``_detoured``). Before the random
+    tree: on a real walk the window round a post is four to six seconds long, and the tree found
+    no way within its budget where a step aside passed."""
+    H = reach.H
+    frames = np.arange(first, last + 1)
+    n = len(frames)
+    M = int(round(ASIDE_MAX / DUCK_STEP))
+    value = np.arange(-M, M + 1) * DUCK_STEP * H
+    K = len(value)
+    step = max(1, int(np.floor(vmax / (DUCK_STEP * H) + 1e-9)))
+    ff = np.repeat(frames, K)
+    off = np.tile(value, n)[:, None] * np.repeat(side, K, axis=0)
+    ok = reach.free(ff, off, np.zeros(len(ff))).reshape(n, K)
+    if not ok.any(axis=1).all():
+        return None
+    # The whole test (the workspaces': 50x C_free's) only on the frames where the cheapest way
+    # through the free states fails it, then the cheapest way again, until one passes.
+    tested = np.zeros(n, bool)
+    for _ in range(SIDE_ROUNDS):
+        pick = _cheapest(ok, value / H, step, DUCK_CHANGE, free_start, free_end, M)
+        if pick is None:
+            return None
+        bad = ~reach.valid(frames, value[pick][:, None] * side, np.zeros(n))
+        if not bad.any():
+            break
+        new = np.flatnonzero(bad & ~tested)
+        if not new.size:                 # tested frames cannot fail: their states all passed
+            return None
+        f_i, k_i = np.nonzero(ok[new])
+        ok[new[f_i], k_i] = reach.valid(frames[new[f_i]], value[k_i][:, None] * side[new[f_i]], np.zeros(len(f_i)))
+        tested[new] = True
+    else:
+        return None
+    offset = value[pick][:, None] * side
+    # Square to a way that turns, the offset turns with it: no faster than the planner's speed.
+    if n > 1 and np.linalg.norm(np.diff(offset, axis=0), axis=1).max() > 1.5 * vmax + 1e-12:
+        return None
+    return offset
+
+
+def _detoured(reach, first, last, free_start, free_end, vmax):
+    """The least detour over first..last where no step square to the way passes (a walk that turns
+    round at the post, or curls round it): a level offset on a grid ``DETOUR_CELL`` body heights
+    wide up to ``ASIDE_MAX`` from the adapted root, chosen on every ``k``-th frame (``k`` frames to
+    cross a cell at the planner's speed) by dynamic programming as ``_cheapest``: each key frame's
+    state clear (C_free), a move of at most one cell (sideways or diagonal) from one key frame to
+    the next, the window's ends at zero unless they are the clip's; the least total offset plus
+    ``DUCK_CHANGE`` per cell moved. The frames between key frames are interpolated; the whole way is
+    then tested on every frame (C_reach), and a key frame's states next to a frame that fails it
+    are tested whole before the next round. (n,3) offsets, or None."""
+    H, up = reach.H, reach.up
+    frames = np.arange(first, last + 1)
+    n = len(frames)
+    cell = DETOUR_CELL * H
+    k = max(1, int(np.ceil(cell / vmax - 1e-9)))
+    keys = np.unique(np.r_[np.arange(0, n, k), n - 1])
+    R = int(round(ASIDE_MAX / DETOUR_CELL))
+    e1 = np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(up, e1)
+    ii, jj = np.meshgrid(np.arange(-R, R + 1), np.arange(-R, R + 1), indexing="ij")
+    ii, jj = ii.ravel(), jj.ravel()
+    grid = (ii[:, None] * e1 + jj[:, None] * e2) * cell                       # (S,3)
+    S, m = len(grid), len(keys)
+    zero = int(np.flatnonzero((ii == 0) & (jj == 0))[0])
+    # C_free on every other frame (the arms swing several centimetres a frame): a key frame's
+    # state is clear when it is on those up to the key frames either side (the way between two
+    # key frames lies between two states clear there; the whole way is tested on every frame below).
+    every = np.arange(0, n, 2)
+    ff = np.repeat(frames[every], S)
+    clear = reach.free(ff, np.tile(grid, (len(every), 1)), np.zeros(len(ff))).reshape(len(every), S)
+    ok = np.stack([clear[(every >= keys[t] - k) & (every <= keys[t] + k)].all(axis=0) for t in range(m)])
+    if not ok.any(axis=1).all():
+        return None
+    size = 2 * R + 1
+    moves = [(di, dj) for di in (-1, 0, 1) for dj in (-1, 0, 1)]
+    radius = np.linalg.norm(grid, axis=1) / H
+    tested = np.zeros(m, bool)
+    for _ in range(SIDE_ROUNDS):
+        inf = np.inf
+        cost = np.where(ok[0], radius, inf)
+        if not free_start:
+            cost[np.arange(S) != zero] = inf
+        back = np.zeros((m, S), np.int64)
+        for t in range(1, m):
+            best = np.full((size, size), inf)
+            arg = np.zeros((size, size), np.int64)
+            c2 = cost.reshape(size, size)
+            idx = np.arange(S).reshape(size, size)
+            for di, dj in moves:                      # from (i - di, j - dj) to (i, j)
+                src = np.full((size, size), inf)
+                sid = np.zeros((size, size), np.int64)
+                a0, a1 = max(di, 0), size + min(di, 0)
+                b0, b1 = max(dj, 0), size + min(dj, 0)
+                src[a0:a1, b0:b1] = c2[a0 - di:a1 - di, b0 - dj:b1 - dj] + DUCK_CHANGE * (abs(di) + abs(dj) > 0)
+                sid[a0:a1, b0:b1] = idx[a0 - di:a1 - di, b0 - dj:b1 - dj]
+                better = src < best
+                best[better], arg[better] = src[better], sid[better]
+            back[t] = arg.ravel()
+            cost = best.ravel() + np.where(ok[t], radius, inf)
+        pick = _backtrack(cost, back, free_end, zero)
+        if pick is None:
+            return None
+        offset = np.stack([np.interp(np.arange(n), keys, grid[pick, d]) for d in range(3)], axis=1)
+        bad = ~reach.valid(frames, offset, np.zeros(n))
+        if not bad.any():
+            return offset
+        # The key frames on either side of each failing frame, tested whole.
+        at = np.searchsorted(keys, np.flatnonzero(bad))
+        near = np.unique(np.r_[at - 1, at])
+        near = near[(near >= 0) & (near < m)]
+        new = near[~tested[near]]
+        if not new.size:
+            # Both ends pass but a frame between them does not (a foot's stance carried across
+            # it): the way is barred there, the next round goes round it.
+            ok[near, pick[near]] = False
+            continue
+        t_i, s_i = np.nonzero(ok[new])
+        ok[new[t_i], s_i] = reach.valid(frames[keys[new[t_i]]], grid[s_i], np.zeros(len(t_i)))
+        tested[new] = True
+    return None
+
+
+def _sideways(reach, frames, sigma=SIDE_SMOOTH):
+    """(n,3) level unit vectors to the left of the way the hips go on each of ``frames`` (their
+    velocity, smoothed over a Gaussian of ``sigma`` frames; the way the body faces, smoothed,
+    where they barely move: walking in place)."""
+    root = reach.pos[:, reach.root]
+    up = reach.up
+    way = gaussian_filter1d(np.gradient(root, axis=0), sigma, axis=0, mode="nearest")[frames]
+    face = gaussian_filter1d(reach.rot[False][:, :, 0], sigma, axis=0, mode="nearest")[frames]
+    way -= np.outer(way @ up, up)
+    face -= np.outer(face @ up, up)
+    speed = np.linalg.norm(way, axis=1)
+    slow = speed < 0.002 * reach.H                      # 0.1 m/s for a 1.75 m body at 30 fps
+    way[slow] = face[slow]
+    way /= np.maximum(np.linalg.norm(way, axis=1), 1e-300)[:, None]
+    return np.cross(up, way)
+
+
 def _ducked(reach, first, last, free_start, free_end, vmax):
     """The shallowest duck over first..last: an offset straight down the body's up on each frame,
     found by dynamic programming over depths ``DUCK_STEP`` body heights apart down to
@@ -398,31 +673,8 @@ def _ducked(reach, first, last, free_start, free_end, vmax):
     depth, ok = depth[:K], ok[:, :K].copy()
     f_i, k_i = np.nonzero(ok)
     ok[f_i, k_i] = reach.valid(frames[f_i], -depth[k_i][:, None] * reach.up[None], np.zeros(len(f_i)))
-    inf = np.inf
-    cost = np.where(ok[0], depth / H, inf)
-    if not free_start:
-        cost[1:] = inf
-    back = np.zeros((n, K), np.int64)
-    for f in range(1, n):
-        best, arg = np.full(K, inf), np.zeros(K, np.int64)
-        for d in range(-step, step + 1):                # from depth k + d to depth k
-            src = np.arange(K) + d
-            valid = (src >= 0) & (src < K)
-            c = np.full(K, inf)
-            c[valid] = cost[src[valid]] + DUCK_CHANGE * abs(d)
-            better = c < best
-            best[better], arg[better] = c[better], src[better]
-        back[f] = arg
-        cost = best + np.where(ok[f], depth / H, inf)
-    if not free_end:
-        cost[1:] = inf
-    if not np.isfinite(cost.min()):
-        return None
-    pick = np.empty(n, np.int64)
-    pick[-1] = int(np.argmin(cost))
-    for f in range(n - 1, 0, -1):
-        pick[f - 1] = back[f, pick[f]]
-    return -depth[pick][:, None] * reach.up[None]
+    pick = _cheapest(ok, depth / H, step, DUCK_CHANGE, free_start, free_end, 0)
+    return None if pick is None else -depth[pick][:, None] * reach.up[None]
 
 
 def _shortcut(path, edge, rng, attempts=40):
@@ -587,7 +839,7 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     last: the trunk through an obstacle, ``trunk_collisions``): ``[((first, last), RootPlan or
     None)]`` and the pins (F,J,3) of §7.3 (NaN where free): the trunk where each plan carries
     it, every contact still held where it is."""
-    from .repositioning import _body_frames, _workspace, candidate_points, contact_point
+    from .repositioning import _body_frames, _subtree, _workspace, candidate_points, contact_point
     sk, H = binding.skeleton, binding.body_height
     positions, lengths = result.positions, result.bone_lengths
     F, J, _ = positions.shape
@@ -599,12 +851,18 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
 
     memo = {}
 
+    feet = _feet(binding, phases)
+    arms = _arms(binding)
+    child = np.flatnonzero(sk.parents >= 0)
+    arm_bones = np.flatnonzero(np.isin(child, [int(j) for c in arms for j in _subtree(sk, int(c[2]))]))
+
     def keep_rep(a, b):
-        """The contacts held (limb, frames, points) and to re-position (limb, frames, samples) in a..b
-        (once per window: the pins ask again)."""
+        """The contacts held (limb, frames, points, whether a foot that may step aside) and to
+        re-position (limb, frames, samples, a foot's sole clearance or None) in a..b, and the
+        indices of the feet's phases among them (once per window: the pins ask again)."""
         if (a, b) in memo:
             return memo[(a, b)]
-        keep, rep = [], []
+        keep, rep, foot = [], [], []
         for i, ph in enumerate(phases):
             lo, hi = max(a, ph.start), min(b, ph.end)
             if lo > hi:
@@ -615,19 +873,25 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
                 pts, nrm = candidate_points(mesh, ph.middle, ph.normal)
                 goal = pts + nrm * ph.clearance
                 near = np.argsort(np.linalg.norm(goal - p, axis=1))[:REP_SAMPLES]
-                rep.append((ph.limb, fr, np.vstack([p + n * ph.clearance, goal[near]])))
+                rep.append((ph.limb, fr, np.vstack([p + n * ph.clearance, goal[near]]),
+                            ph.clearance if i in feet else None))
             elif outcomes[i].status in ("valid", "repositioned"):
                 if ph.limb is None and ph.effector != body.pelvis:
                     continue                             # a knee resting: the legs' IK places it
-                keep.append((ph.limb, fr, positions[fr, ph.effector]))
-        memo[(a, b)] = keep, rep
-        return keep, rep
+                keep.append((ph.limb, fr, positions[fr, ph.effector], i in feet))
+            else:
+                continue
+            if i in feet:
+                foot.append(i)
+        memo[(a, b)] = keep, rep, foot
+        return keep, rep, foot
 
-    def plan(w, a, b, seconds):
-        keep, rep = keep_rep(a, b)
+    def plan(w, a, b, seconds, arms_optional):
+        keep, rep, _ = keep_rep(a, b)
         reach = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, keep,
-                             rep, lambda limb: _workspace(binding, limb, lengths), body, up, 0.02 * H)
-        return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=seconds)
+                             rep, lambda limb: _workspace(binding, limb, lengths), body, up, 0.02 * H, arm_bones,
+                             clear.distance)
+        return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=seconds, arms_optional=arms_optional)
 
     # A window too short for the root to get there at the planner's speed is widened (the walk
     # must start ducking before the obstacle): its pad doubles up to ``PAD_MAX`` frames.
@@ -638,7 +902,9 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     pad, share = PAD, budget * PAD / PAD_MAX
     while True:
         windows = _windows(phases, bad, F, pad, spans, free)
-        plans = [plan(w, a, b, share) for w, (a, b) in enumerate(windows)]
+        # A step aside with the trunk clear but not the arms only in the widest window (a wider one
+        # may have room to take the arms round too).
+        plans = [plan(w, a, b, share, pad >= PAD_MAX) for w, (a, b) in enumerate(windows)]
         if all(p is not None for p in plans) or pad >= PAD_MAX:
             break
         pad, share = 2 * pad, 2 * share
@@ -647,21 +913,170 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
             continue
         moved = root_transforms(p, positions, body.pelvis, up)
         pins[np.ix_(p.frames, trunk)] = moved[:, trunk]
-        for limb, fr, pts in keep_rep(a, b)[0]:
+        keep, _, foot = keep_rep(a, b)
+        slides, places = step_aside(binding, mesh, phases, foot, positions, p, body.pelvis, up)
+        # A foot stepping aside drops what held it where the unmoved body had it (an earlier
+        # round's pins of a contact the obstacle hit, eased over the frames around it).
+        for i in foot:
+            if phases[i].limb.root in slides:
+                pins[np.ix_(p.frames, _subtree(sk, phases[i].effector))] = np.nan
+        for limb, fr, pts, _ in keep:
+            if limb is None:                             # a seat held: the trunk's pins hold the pelvis
+                continue
             eff = int(limb.effector)
             free = np.isnan(pins[fr, eff, 0])
             pins[fr[free], eff] = pts[free]
-        _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases)
+        for i, (place, tri) in places.items():           # feet that stepped aside with the body
+            ph = phases[i]
+            pins[np.arange(ph.start, ph.end + 1), ph.effector] = place
+            p.aside[i] = (place[ph.middle - ph.start], tri)
+        if places:
+            # The free arms go aside with the body where it steps aside (their descriptors hold them
+            # where the unmoved body swung them: a left arm trailed through the post it passed).
+            level = p.offset - np.outer(p.offset @ up, up)
+            aside = np.linalg.norm(level, axis=1) > ASIDE_MIN * H
+            held = {int(j) for limb, *_ in keep if limb is not None for j in limb.chain}
+            for chain in arms:
+                if held.isdisjoint(chain.tolist()):
+                    joints = _subtree(sk, int(chain[1]))
+                    pins[np.ix_(p.frames[aside], joints)] = moved[np.ix_(np.flatnonzero(aside), joints)]
+        _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases, slides)
     return list(zip(windows, plans)), pins
 
 
-def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
+def _arms(binding):
+    """The chains (limb root to effector) of the limbs that are not legs."""
+    from .repositioning import ContactError, find_limb
+    from .workspace import LEG_HEIGHT
+    from ..skeleton.joints import limb_effectors
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    ground = float(motion[..., 2].min())
+    out = []
+    for e in limb_effectors(sk, motion, H).tolist():
+        try:
+            chain = find_limb(sk, sk.names[e]).chain
+        except ContactError:
+            continue
+        if np.median(motion[:, chain[-1], 2]) - ground >= LEG_HEIGHT * H:
+            out.append(chain)
+    return out
+
+
+def _feet(binding, phases):
+    """Indices of ``phases`` of a leg's foot (an effector on a limb whose end stands lower than
+    ``workspace.LEG_HEIGHT`` in the source): the contacts that may step aside with the body."""
+    from .workspace import LEG_HEIGHT
+    motion, H = binding.motion, binding.body_height
+    ground = float(motion[..., 2].min())
+    return {i for i, ph in enumerate(phases)
+            if ph.limb is not None and np.median(motion[:, ph.limb.chain[-1], 2]) - ground < LEG_HEIGHT * H}
+
+
+def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
+    """The feet carried with a plan that moves the body aside (a post on the path: a person steps
+    round it, feet and all), not left where the unmoved body had them.
+
+    The phases ``foot`` (indices) of each leg that overlap (a heel's and its toe's) move as one
+    stance: every phase of a stance inside the plan's frames is shifted level as far as the plan's
+    offset and turn about the root take the stance's first joint on its middle frame (one place for
+    the whole stance: no slide; the foot is moved, not turned), at the height
+    of the ground there, when the ground goes on there at the height it stands on (``_stands_on``
+    on every frame) and the move is more than ``ASIDE_MIN`` body heights (a duck moves no foot).
+    Returns ``(slides, places)``: per leg (its limb root) the level shift (n,3) of its foot on
+    each of the plan's frames (a stance's shift, eased smoothly from one stance to the next and
+    from and to zero at the window's ends, for the swing between stances), and per phase carried
+    its places (its frames, 3) and the triangle under its middle frame's."""
+    from .repositioning import _stands_on
+    from ..geometry.rays import RayCaster
+    frames = plan.frames
+    f0, f1 = int(frames[0]), int(frames[-1])
+    up = np.asarray(up, float)
+    H = binding.body_height
+    eps0 = 0.015 * H
+    caster = RayCaster.of(mesh) if not mesh.animated else None
+    by_leg = {}
+    for i in sorted(foot, key=lambda i: phases[i].start):
+        by_leg.setdefault(phases[i].limb.root, []).append(i)
+    slides, places = {}, {}
+    for leg, idx in by_leg.items():
+        stances = []
+        for i in idx:
+            ph = phases[i]
+            if stances and ph.start <= stances[-1][1]:
+                stances[-1] = (stances[-1][0], max(stances[-1][1], ph.end), stances[-1][2] + [i])
+            else:
+                stances.append((ph.start, ph.end, [i]))
+        knots = []                                       # (first, last, shift (3,))
+        for s, e, members in stances:
+            if e < f0 or s > f1:
+                continue
+            if s < f0 or e > f1 or caster is None:     # not carried: the swing eases back to it
+                knots.append((max(s, f0), min(e, f1), np.zeros(3)))
+                continue
+            m = (s + e) // 2
+            k = m - f0
+            level = plan.offset[k] - (plan.offset[k] @ up) * up
+            R = _yaw_rot(plan.yaw[k:k + 1], up)[0]
+            r = positions[m, root]
+            # One level shift for the whole foot (where the turned body takes its first joint on
+            # the middle frame): turned too, the toe's tip, which follows the ankle, was torn 9 mm.
+            x_m = positions[m, phases[members[0]].effector]
+            shift = r + (x_m - r) @ R.T + level - x_m
+            shift -= (shift @ up) * up
+            carried, ok = {}, True
+            for i in members:
+                ph = phases[i]
+                # Held still: the place on its middle frame, moving as the source moves about it (a
+                # heel rolling onto the toe) and no more (a foot the post pushed about, not at all).
+                src = binding.motion[ph.start:ph.end + 1, ph.effector]
+                x = positions[ph.middle, ph.effector] + (src - src[ph.middle - ph.start])
+                c = x + shift
+                # At the height of the ground under the new place (the same on a flat floor).
+                lift = ph.clearance + 0.1 * H
+                d0, t0 = caster.cast(x + (lift - ph.clearance) * up, np.broadcast_to(-up, x.shape))
+                d1, t1 = caster.cast(c + (lift - ph.clearance) * up, np.broadcast_to(-up, c.shape))
+                if (t0 < 0).any() or (t1 < 0).any():
+                    ok = False
+                    break
+                c = c + (d0 - d1)[:, None] * up
+                if not _stands_on(mesh, c, ph.clearance, up, eps0).all():
+                    ok = False
+                    break
+                carried[i] = c, int(t1[ph.middle - ph.start])
+            if not ok or np.linalg.norm(shift) <= ASIDE_MIN * H:
+                knots.append((s, e, np.zeros(3)))
+                continue
+            places.update(carried)
+            knots.append((s, e, shift))
+        if not any(d.any() for _, _, d in knots):
+            continue
+        n = len(frames)
+        slide = np.zeros((n, 3))
+        # Zero at the window's ends (where the plan joins the adapted motion) unless they are the clip's.
+        points = ([] if f0 == 0 else [(f0, np.zeros(3))]) + \
+            [pt for s, e, d in knots for pt in ((s, d), (e, d))] + \
+            ([] if f1 == len(positions) - 1 else [(f1, np.zeros(3))])
+        for (ta, da), (tb, db) in zip(points[:-1], points[1:]):
+            t = np.arange(ta, tb + 1)
+            u = (t - ta) / max(tb - ta, 1)
+            u = u * u * (3.0 - 2.0 * u)                  # smoothstep
+            slide[t - f0] = da + u[:, None] * (db - da)
+        if f0 == 0:
+            slide[:points[0][0] - f0] = points[0][1]
+        if f1 == len(positions) - 1:
+            slide[points[-1][0] - f0:] = points[-1][1]
+        slides[leg] = slide
+    return slides, places
+
+
+def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=None):
     """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
     is held in one of its contact ``phases``, or elsewhere where the plan carries it (down with
     the body, no lower than it stands), the knee on the side it bends in the
     adapted motion carried with the body; knee, ankle and what hangs below pinned. Left to the
     whole-body solver, a leg compressed by a lowered root could fold its knee to the other side
-    (a 0.45 m jump in one frame measured under a ceiling at 1.5 m)."""
+    (a 0.45 m jump in one frame measured under a ceiling at 1.5 m). ``slides``: per leg (limb
+    root) the level shift (n,3) of a foot stepping aside (``step_aside``), which its swing follows."""
     from .repositioning import ContactError, find_limb
     from .workspace import LEG_HEIGHT
     from ..skeleton.joints import limb_effectors, split_joints, two_bone
@@ -699,10 +1114,11 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=()):
         # How much: none up to SWING_HEIGHT body heights above where the ankle stands (a foot
         # between its heel's and its toe's phases stays where it is: carried, planted samples
         # fell from 100 to 88 % on a real clip), all of it from twice that.
-        base = np.where(np.isnan(held), positions[frames, ankle], held)
+        slide = (slides or {}).get(int(chain[0]), np.zeros((len(frames), 3)))
+        base = np.where(np.isnan(held), positions[frames, ankle] + slide, held)
         stand = binding.motion[:, ankle, 2].min()
         share = np.clip((base[:, 2] - stand) / (SWING_HEIGHT * H) - 1.0, 0.0, 1.0)[:, None]
-        swing = base + share * (moved[:, ankle] - positions[frames, ankle])
+        swing = base + share * (moved[:, ankle] - positions[frames, ankle] - slide)
         swing[:, 2] = np.maximum(swing[:, 2], np.minimum(base[:, 2], stand))
         foot = set(int(j) for j in sk.descendants(ankle)) | {ankle}
         planted = np.zeros(len(frames), bool)

@@ -1246,8 +1246,8 @@ def _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options
             if extra is None:
                 break
             merged = extra if start_pins is None else np.where(np.isnan(extra), start_pins, extra)
-            if pins is not None:                      # the contacts' own pins win
-                merged = np.where(np.isnan(pins), merged, pins)
+            if pins is not None:                      # the contacts' own pins win, but an arm's where it goes through
+                merged = np.where(np.isnan(pins) | _arms_through(binding, through)[..., None], merged, pins)
             trial = adapt(binding, mesh, pins=merged, **{k: v for k, v in options.items() if k != "pins"})
             left = int(limb_collisions(binding, mesh, trial.positions, phases).sum())
             if left >= best[0] or _through(binding, mesh, trial.positions).sum() > trunk0.sum() \
@@ -1266,6 +1266,26 @@ def _limbs_kept_out(binding, mesh, result, outcomes, pins, distance, up, options
         if not best[0] or best[1] is start:
             break
     return best[1], best[2]
+
+
+def _arms_through(binding, through):
+    """(F,J) bool: the joints of the arms (limbs whose effector stands higher than a leg's) on the
+    frames ``through`` (F,L) (``avoidance.limb_collisions``) marks and the ``avoidance.EASE`` frames
+    before and after: where the arm's own pins (carried aside with a body stepping round a post,
+    ``replanning.step_aside``) give way to the avoidance's (they would hold the arm in the post)."""
+    from scipy.ndimage import binary_dilation
+    from .avoidance import EASE, _limbs
+    from .workspace import LEG_HEIGHT
+    sk, motion = binding.skeleton, binding.motion
+    ground = float(motion[..., 2].min())
+    child = np.flatnonzero(sk.parents >= 0)
+    out = np.zeros((len(through), len(sk)), bool)
+    for k, (e, chain, bones) in enumerate(_limbs(binding)):
+        if np.median(motion[:, e, 2]) - ground < LEG_HEIGHT * binding.body_height or not through[:, k].any():
+            continue
+        frames = binary_dilation(through[:, k], iterations=EASE)
+        out[np.ix_(frames, child[bones])] = True
+    return out
 
 
 def _through(binding, mesh, positions):
@@ -1379,7 +1399,12 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
         return result, outcomes, before[2]
     result = adapt(binding, mesh, pins=pins, **options)
     checks = check_contacts(binding, result.positions, mesh, phases, result.bone_lengths, distance, up)
-    again = [i for i in bad if not checks[i][0]]
+    # Feet that stepped aside with the body (a post on the path) stand where the plan took them:
+    # re-positioned there, judged on landing (``confirm``) and not against their old places.
+    aside = {i: v for _, p in plans if p is not None for i, v in p.aside.items()}
+    for i, (place, tri) in aside.items():
+        outcomes[i] = Outcome(phases[i], "repositioned", "stepped aside", phases[i].position, place, tri, "pins")
+    again = [i for i in bad if not checks[i][0] and i not in aside]
     if again and set(ignored).isdisjoint(again):
         round_checks = [checks[i] if i in again else (True, None) for i in range(len(phases))]
         planned, new_pins = plan_repositioning(binding, result.positions, mesh, phases, round_checks,
@@ -1400,6 +1425,8 @@ def _adapt_pinned(binding, mesh, reposition, effectors, locked, ignored, distanc
                 outcomes[i] = planned[i]
     for i, (ok, why) in enumerate(checks):
         planned_here = any(p is not None and p.frames[0] <= phases[i].middle <= p.frames[-1] for _, p in plans)
+        if i in aside:
+            continue
         if i in bad and outcomes[i].status != "repositioned":
             reason = why if planned_here else "no root path"
             outcomes[i] = Outcome(phases[i], "valid" if ok and planned_here else "unresolved",

@@ -121,7 +121,7 @@ def main(argv=None):
           f"| hips {'aside' if args.post else 'down'} most m | planted within 2 cm | planted moved median cm "
           "| largest step / source "
           "| valid / repositioned / unresolved | plain s | with contacts s |"
-          + (" built-in rig: trunk in slab | built-in rig: any bone | built-in rig: planted within 2 cm "
+          + (f" built-in rig: trunk in {what} | built-in rig: any bone | built-in rig: planted within 2 cm "
              "| built-in rig: largest step / source |" if args.builtin else ""))
     print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if args.builtin else ""))
     for path, start, side in ((p, s, d) for p in clips for s in args.starts

@@ -343,13 +343,28 @@ def ceiling_walk(frames=120, ceiling=6.0):
 
     Returns ``skeleton, motion (F,J,3), vertices, triangles, (slab_start, slab_stop), centre``.
     """
+    return _walk_and_box(frames, (1.6, 2.0, 0.1), ceiling)
+
+
+def _walk_and_box(frames, size, height):
+    """``walk(frames)`` on a floor 3 m wide and a box ``size`` centred over the middle of the path at
+    ``height``: skeleton, motion, vertices, triangles, the box's vertex range, its centre."""
     skel, motion = walk(frames)
     x0, x1 = motion[..., 0].min() - 1.5, motion[..., 0].max() + 1.5
     floor = grid(x1 - x0, 3.0, int((x1 - x0) / 0.25), 12, origin=(x0, -1.5))
     cx = 0.5 * (motion[:, 0, 0].min() + motion[:, 0, 0].max())
-    slab = box((cx, 0.0, ceiling), (1.6, 2.0, 0.1), subdivisions=4)
-    verts, tris, ranges = merge(floor, slab)
-    return skel, motion, verts, tris, ranges[1], np.array([cx, 0.0, ceiling])
+    verts, tris, ranges = merge(floor, box((cx, 0.0, height), size, subdivisions=4))
+    return skel, motion, verts, tris, ranges[1], np.array([cx, 0.0, height])
+
+
+def post_walk(frames=120, height=8.0, size=(0.3, 0.3, 2.5)):
+    """A walk on a floor and a post ``size`` (x, y, z) whose centre is over the middle of the path
+    at ``height`` (at 8 m it is out of every descriptor's reach; set down on the floor, centre at
+    ``size[2] / 2``, it stands on the path: too tall to duck under, it is stepped round).
+
+    Returns ``skeleton, motion (F,J,3), vertices, triangles, (post_start, post_stop), centre``.
+    """
+    return _walk_and_box(frames, size, height)
 
 
 def chair_scene(frames=90, fps=30.0):

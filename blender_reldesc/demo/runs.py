@@ -14,8 +14,8 @@ from ..commands import DEMO_SCENES as SCENES
 from ..optional import feature
 from .render import _material, _render, _stage, add_stick_figure, render_before_after
 from .scenes import (BEAM_X, bend_bridge, build_ceiling_scene, build_chair_scene, build_crowd_scene,
-                     build_garment_scene, build_pair_scene, build_scene, build_stones_scene, build_transfer_scene,
-                     grow_armature, lengthen_legs, lower_beam)
+                     build_garment_scene, build_pair_scene, build_post_scene, build_scene, build_stones_scene,
+                     build_transfer_scene, grow_armature, lengthen_legs, lower_beam)
 
 
 def _bind_settings(scene, arm, env):
@@ -48,7 +48,9 @@ def run(out_dir, frames=150, scene_name="bridge"):
         "stones" (a walk over stepping stones, one of which is moved a metre sideways after
         binding: the foot that stood on it is re-positioned onto another surface), "ceiling"
         (a ceiling slab far above at binding is brought down over the path, 8 cm below the top
-        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9),
+        of the head: the root is replanned so the walk ducks under it, the paper's Fig. 9), "post"
+        (a post far above at binding is set down on the path, too tall to duck under: the walk
+        steps round it, feet and all),
         "chair" (a seated character, Fig. 12: the left armrest is taken away and the seat
         lowered; the hand moves onto the seat, the pelvis follows the seat down), "crowd" (a
         walk on flat ground, walked by a crowd along a curve over hills), "transfer" (sitting
@@ -64,6 +66,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_crowd(out_dir)
     if scene_name == "ceiling":
         return _run_ceiling(out_dir)
+    if scene_name == "post":
+        return _run_post(out_dir)
     if scene_name == "chair":
         return _run_chair(out_dir)
     if scene_name == "transfer":
@@ -114,10 +118,28 @@ def _run_stones(out_dir, frames=120):
 def _run_ceiling(out_dir, frames=120, height=1.6):
     """The ceiling: bind with the slab far above, bring it down to ``height`` (its centre) over
     the path, bake with contact re-positioning (the root is replanned), render the frame where
-    the hips are lowest before and after."""
-    scene, arm, env, slab = build_ceiling_scene(frames)
+    the hips pass under it before and after."""
+    return _run_obstacle(out_dir, "ceiling", build_ceiling_scene(frames), lambda slab: height,
+                         lambda x: ((x + 0.2, -6.5, 1.2), (np.radians(88), 0.0, np.radians(2))),
+                         ("Before: a ceiling brought down, head through it", "After: root replanned"))
+
+
+def _run_post(out_dir, frames=120):
+    """The post: bind with it far above, set it down on the floor on the path, bake with contact
+    re-positioning (the root is replanned aside, the feet step aside with it), render the frame
+    where the hips pass it, seen from ahead, before and after."""
+    return _run_obstacle(out_dir, "post", build_post_scene(frames), lambda post: 0.5 * post.dimensions.z,
+                         lambda x: ((x + 4.5, 0.0, 1.6), (np.radians(80), 0.0, np.radians(90))),
+                         ("Before: a post set down, walked through", "After: stepped round it"))
+
+
+def _run_obstacle(out_dir, name, built, height, view, captions):
+    """An obstacle bound far above brought onto the walk's path: bind, set its centre at
+    ``height(obstacle)``, bake with contact re-positioning, render the frame where the hips pass
+    it (the camera ``view(its x)``) before and after."""
+    scene, arm, env, obstacle = built
     bind_report = _bind(scene, arm, env)
-    slab.location.z = height
+    obstacle.location.z = height(obstacle)
     bpy.context.view_layer.update()
     bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
     source = bpy.data.actions["Walk"]
@@ -126,11 +148,10 @@ def _run_ceiling(out_dir, frames=120, height=1.6):
     bound = jobs.Bound(arm)
     hips = bound.binding.skeleton.index("Hips")
     x = bound.binding.motion[:, hips, 0]
-    frame = int(np.argmin(np.abs(x - slab.location.x))) + 1
-    view = ((slab.location.x + 0.2, -6.5, 1.2), (np.radians(88), 0.0, np.radians(2)))
-    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"), view,
-                        ("Before: a ceiling brought down, head through it", "After: root replanned"))
-    report = dict(bake_report, bind=bind_report, render_frame=frame, scene="ceiling")
+    frame = int(np.argmin(np.abs(x - obstacle.location.x))) + 1
+    render_before_after(scene, arm, source, adapted, frame, os.path.join(out_dir, "before_after.png"),
+                        view(obstacle.location.x), captions)
+    report = dict(bake_report, bind=bind_report, render_frame=frame, scene=name)
     return _write(out_dir, report)
 
 

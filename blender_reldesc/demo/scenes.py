@@ -137,15 +137,27 @@ def build_stones_scene(frames=120):
 def build_ceiling_scene(frames=120):
     """Fresh scene: 'Walker' on a 'Floor' and a 'Ceiling' slab 6 m up (beyond every
     descriptor's reach), both in 'Environment'; moving the ceiling down inserts an obstacle."""
+    return _walk_and_obstacle(frames, "Ceiling", S.ceiling_walk)
+
+
+def build_post_scene(frames=120):
+    """Fresh scene: 'Walker' on a 'Floor' and a 'Post' 8 m up (beyond every descriptor's reach),
+    both in 'Environment'; setting the post down on the floor puts it on the path."""
+    return _walk_and_obstacle(frames, "Post", S.post_walk)
+
+
+def _walk_and_obstacle(frames, name, generated):
+    """Fresh scene of ``generated(frames)`` (``synthetic.ceiling_walk``'s returns): the walk on a
+    'Floor' and the obstacle as object ``name`` at its centre: scene, armature, 'Environment', it."""
     scene, env = _empty_scene(frames)
-    skel, motion, verts, tris, (a, b), centre = S.ceiling_walk(frames)
+    skel, motion, verts, tris, (a, b), centre = generated(frames)
     mesh_object("Floor", verts[:a], tris[np.all(tris < a, axis=1)], env)
-    slab = mesh_object("Ceiling", verts[a:b] - centre, tris[np.all(tris >= a, axis=1)] - a, env)
-    slab.location = centre
+    obstacle = mesh_object(name, verts[a:b] - centre, tris[np.all(tris >= a, axis=1)] - a, env)
+    obstacle.location = centre
     arm = build_armature()
     animate_walk(arm, frames, walk=(skel, motion))
     scene.frame_set(1)
-    return scene, arm, env, slab
+    return scene, arm, env, obstacle
 
 
 def build_chair_scene(frames=90):

@@ -191,6 +191,16 @@ def test_demo_of_the_ceiling_replans_the_root_under_it(tmp_path):
     assert _is_png(out / "before_after.png")
 
 
+def test_demo_of_the_post_steps_round_it_feet_and_all(tmp_path):
+    out, report = _demo(tmp_path, "post")
+    assert report["scene"] == "post" and report["contact_counts"]["unresolved"] == 0
+    aside = [c for c in report["contacts"] if c["reason"] == "stepped aside"]
+    assert aside and all(c["status"] == "repositioned" for c in aside)
+    windows = report["root_windows"]
+    assert windows and all(w["status"] == "replanned" and w["frames_through"] == [] for w in windows)
+    assert _is_png(out / "before_after.png")
+
+
 def test_demo_of_the_chair_puts_the_hand_on_the_seat_and_follows_the_seat(tmp_path):
     out, report = _demo(tmp_path, "chair")
     assert report["scene"] == "chair" and report["contact_counts"]["unresolved"] == 0

@@ -1053,18 +1053,27 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
         n = len(frames)
         slide = np.zeros((n, 3))
         # Zero at the window's ends (where the plan joins the adapted motion) unless they are the clip's.
-        points = ([] if f0 == 0 else [(f0, np.zeros(3))]) + \
-            [pt for s, e, d in knots for pt in ((s, d), (e, d))] + \
-            ([] if f1 == len(positions) - 1 else [(f1, np.zeros(3))])
-        for (ta, da), (tb, db) in zip(points[:-1], points[1:]):
+        # Between stances the foot goes with the body (the plan's level offset), eased from where it
+        # left the one stance to where it lands on the next: eased straight from stance to stance,
+        # a swinging foot cut the corner of the post the body was clear of.
+        level = plan.offset - np.outer(plan.offset @ up, up)
+        points = ([] if f0 == 0 else [(f0, np.zeros(3), None)]) + \
+            [pt for s, e, d in knots for pt in ((s, d, s), (e, d, s))] + \
+            ([] if f1 == len(positions) - 1 else [(f1, np.zeros(3), None)])
+        for (ta, da, ka), (tb, db, kb) in zip(points[:-1], points[1:]):
             t = np.arange(ta, tb + 1)
+            if ka is not None and ka == kb:              # within a stance: where it stands
+                slide[t - f0] = da
+                continue
             u = (t - ta) / max(tb - ta, 1)
-            u = u * u * (3.0 - 2.0 * u)                  # smoothstep
-            slide[t - f0] = da + u[:, None] * (db - da)
+            u = (u * u * (3.0 - 2.0 * u))[:, None]       # smoothstep
+            ca, cb = da - level[ta - f0], db - level[tb - f0]
+            slide[t - f0] = level[t - f0] + ca + u * (cb - ca)
         if f0 == 0:
             slide[:points[0][0] - f0] = points[0][1]
         if f1 == len(positions) - 1:
             slide[points[-1][0] - f0:] = points[-1][1]
+        slide -= np.outer(slide @ up, up)
         slides[leg] = slide
     return slides, places
 

@@ -311,11 +311,14 @@ class Reachability:
 
 def plan_root(reach, first, last, clip_frames, *, fps=30.0, seed=0, budget=1.0, max_nodes=4000, batch=48,
               arms_optional=True):
-    """An RRT from ``first`` to ``last`` (frames) in ``reach`` (``Reachability``); a RootPlan
+    """A root plan from ``first`` to ``last`` (frames) in ``reach`` (``Reachability``): a RootPlan
     over first..last, or None when none was found within ``budget`` seconds.
 
-    The tree grows ``batch`` edges per round, all checked in one call (a proximity query
-    costs the same for one point as for a few hundred)."""
+    Tried in turn: the shallowest duck (``_ducked``), the narrowest step aside (``_sidestepped``,
+    else ``_detoured``) with the arms clear and, with ``arms_optional``, with the trunk alone
+    clear, then an RRT (the paper's), with the arms clear. The tree grows ``batch`` edges per
+    round, all checked in one call (a proximity query costs the same for one point as for a few
+    hundred)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     H = reach.H

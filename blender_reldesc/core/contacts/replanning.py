@@ -41,6 +41,7 @@ the free arms are carried with the body.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -193,38 +194,46 @@ class Reachability:
     """
 
     def __init__(self, skeleton, positions, source, mesh, bind_mesh, body_height, root, trunk_bones,
-                 keep, rep, workspace_of, body, up, margin, arm_bones=(), distance=None):
+                 keep, rep, workspace_of, body, up, margin, arm_bones=()):
         self.sk, self.pos, self.root, self.up = skeleton, positions, root, np.asarray(up, float)
         self.H, self.margin = body_height, margin
-        if distance is None:
-            distance = _VoxelDistance(Collider(mesh.vertices, mesh.normals(0), mesh.triangles, mesh.valid,
-                                               0.3 * body_height), VOXEL * body_height)
-        # (``distance``: one shared by the planners of a clip's windows and pads, which ask for
-        # the same voxels again.)
-        self.distance = distance
-        self.collider = distance.collider
+        self.collider = Collider(mesh.vertices, mesh.normals(0), mesh.triangles, mesh.valid, 0.3 * body_height)
+        self.distance = _VoxelDistance(self.collider, VOXEL * body_height)
+        self.clear = CLEAR * body_height
         samples_now = bone_samples(skeleton, positions, TRUNK_SAMPLES)          # (F,K,3)
+        samples_then = bone_samples(skeleton, source, TRUNK_SAMPLES)
+        then = Collider(bind_mesh.vertices, bind_mesh.normals(0), bind_mesh.triangles, bind_mesh.valid,
+                        0.3 * body_height)
+
+        def were_inside(mask):
+            src = samples_then[:, mask]
+            if not mask.any():
+                return np.zeros(src.shape[:2], bool)
+            return self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2]))
+
         B = int(np.sum(skeleton.parents >= 0))
         k_of = np.tile(np.arange(B), len(samples_now[0]) // B)
         self.mask = np.isin(k_of, trunk_bones)
         self.trunk = samples_now[:, self.mask]                                   # (F,P,3)
-        then = Collider(bind_mesh.vertices, bind_mesh.normals(0), bind_mesh.triangles, bind_mesh.valid,
-                        0.3 * body_height)
-        src = bone_samples(skeleton, source, TRUNK_SAMPLES)[:, self.mask]
-        self.clear = CLEAR * body_height
-        self.was_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2]))
+        self.was_inside = were_inside(self.mask)
         # The arms, tested only when ``with_arms`` (the step aside and the random tree): a body
         # stepping round a post keeps its swinging arms clear of it too; a duck leaves a raised arm
         # to ``avoidance``.
         arms = np.isin(k_of, arm_bones)
         self.arms = samples_now[:, arms]
-        src = bone_samples(skeleton, source, TRUNK_SAMPLES)[:, arms]
-        self.arms_were_inside = self._hit(then.closest(src.reshape(-1, 3))[0].reshape(src.shape[:2])) \
-            if arms.any() else np.zeros((len(positions), 0), bool)
+        self.arms_were_inside = were_inside(arms)
         self.with_arms = False
         self.keep, self.rep = keep, rep
         self.workspace_of, self.body = workspace_of, body
         self.rot = {False: body.rotations(positions), True: body.rotations(positions, upper=True)}   # (F,3,3)
+
+    def holding(self, keep, rep, workspace_of):
+        """This test with the contacts ``keep`` and ``rep`` (their limbs' workspaces from
+        ``workspace_of``): a copy sharing the samples, the body's frames and the distances (the
+        planners of a clip's windows and pads ask for the same voxels again), made once a clip."""
+        out = copy.copy(self)
+        out.keep, out.rep, out.workspace_of, out.with_arms = keep, rep, workspace_of, False
+        return out
 
     def _hit(self, sd):
         """Samples inside the environment or within ``CLEAR`` of a surface (the trunk's
@@ -471,7 +480,8 @@ def _cheapest(ok, value, step, change, free_start, free_end, zero):
     ``free_end``; None when no sequence is allowed."""
     n, K = ok.shape
     inf = np.inf
-    cost = np.where(ok[0], np.abs(value), inf)
+    value = np.abs(value)
+    cost = np.where(ok[0], value, inf)
     if not free_start:
         cost[np.arange(K) != zero] = inf
     back = np.zeros((n, K), np.int64)
@@ -485,7 +495,7 @@ def _cheapest(ok, value, step, change, free_start, free_end, zero):
             better = c < best
             best[better], arg[better] = c[better], src[better]
         back[f] = arg
-        cost = best + np.where(ok[f], np.abs(value), inf)
+        cost = best + np.where(ok[f], value, inf)
     return _backtrack(cost, back, free_end, zero)
 
 
@@ -891,16 +901,14 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
 
     def plan(w, a, b, seconds, arms_optional):
         keep, rep, _ = keep_rep(a, b)
-        reach = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, keep,
-                             rep, lambda limb: _workspace(binding, limb, lengths), body, up, 0.02 * H, arm_bones,
-                             clear.distance)
+        reach = clear.holding(keep, rep, lambda limb: _workspace(binding, limb, lengths))
         return plan_root(reach, a, b, F, fps=fps, seed=seed + w, budget=seconds, arms_optional=arms_optional)
 
     # A window too short for the root to get there at the planner's speed is widened (the walk
     # must start ducking before the obstacle): its pad doubles up to ``PAD_MAX`` frames.
     # Each wider try gets twice the time of the one before (the whole budget for the widest).
     clear = Reachability(sk, positions, binding.motion, mesh, binding.mesh, H, body.pelvis, trunk_bones, [], [],
-                         None, body, up, 0.02 * H)
+                         None, body, up, 0.02 * H, arm_bones)
     free = clear.valid(np.arange(F), np.zeros((F, 3)), np.zeros(F))
     pad, share = PAD, budget * PAD / PAD_MAX
     while True:
@@ -948,31 +956,18 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
 
 
 def _arms(binding):
-    """The chains (limb root to effector) of the limbs that are not legs."""
-    from .repositioning import ContactError, find_limb
-    from .workspace import LEG_HEIGHT
-    from ..skeleton.joints import limb_effectors
-    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
-    ground = float(motion[..., 2].min())
-    out = []
-    for e in limb_effectors(sk, motion, H).tolist():
-        try:
-            chain = find_limb(sk, sk.names[e]).chain
-        except ContactError:
-            continue
-        if np.median(motion[:, chain[-1], 2]) - ground >= LEG_HEIGHT * H:
-            out.append(chain)
-    return out
+    """The chains (limb root to effector) of the limbs that are not legs (``avoidance``'s limbs)."""
+    from .avoidance import _limbs
+    from .workspace import on_leg
+    return [chain for e, chain, _ in _limbs(binding) if not on_leg(binding.motion, e, binding.body_height)]
 
 
 def _feet(binding, phases):
-    """Indices of ``phases`` of a leg's foot (an effector on a limb whose end stands lower than
-    ``workspace.LEG_HEIGHT`` in the source): the contacts that may step aside with the body."""
-    from .workspace import LEG_HEIGHT
-    motion, H = binding.motion, binding.body_height
-    ground = float(motion[..., 2].min())
+    """Indices of ``phases`` of a leg's foot (``workspace.on_leg``): the contacts that may step
+    aside with the body."""
+    from .workspace import on_leg
     return {i for i, ph in enumerate(phases)
-            if ph.limb is not None and np.median(motion[:, ph.limb.chain[-1], 2]) - ground < LEG_HEIGHT * H}
+            if ph.limb is not None and on_leg(binding.motion, ph.effector, binding.body_height)}
 
 
 def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
@@ -996,7 +991,7 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
     up = np.asarray(up, float)
     H = binding.body_height
     eps0 = 0.015 * H
-    caster = RayCaster.of(mesh) if not mesh.animated else None
+    caster = RayCaster.of(mesh)                          # (replanning runs on static environments)
     by_leg = {}
     for i in sorted(foot, key=lambda i: phases[i].start):
         by_leg.setdefault(phases[i].limb.root, []).append(i)
@@ -1013,7 +1008,7 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
         for s, e, members in stances:
             if e < f0 or s > f1:
                 continue
-            if s < f0 or e > f1 or caster is None:     # not carried: the swing eases back to it
+            if s < f0 or e > f1:                         # not carried: the swing eases back to it
                 knots.append((max(s, f0), min(e, f1), np.zeros(3)))
                 continue
             m = (s + e) // 2
@@ -1090,10 +1085,9 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
     (a 0.45 m jump in one frame measured under a ceiling at 1.5 m). ``slides``: per leg (limb
     root) the level shift (n,3) of a foot stepping aside (``step_aside``), which its swing follows."""
     from .repositioning import ContactError, find_limb
-    from .workspace import LEG_HEIGHT
+    from .workspace import on_leg
     from ..skeleton.joints import limb_effectors, split_joints, two_bone
     H = binding.body_height
-    ground = float(binding.motion[..., 2].min())
     lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
     split = split_joints(sk, binding.motion)
     from .repositioning import _body_frames
@@ -1104,7 +1098,7 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
             chain = find_limb(sk, sk.names[e]).chain
         except ContactError:
             continue
-        if np.median(binding.motion[:, chain[-1], 2]) - ground >= LEG_HEIGHT * H:
+        if not on_leg(binding.motion, chain[-1], H):
             continue
         # Real joints only: a bone split along its length (Rigify's thigh.001) is one segment.
         full = chain.tolist()

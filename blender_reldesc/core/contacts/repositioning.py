@@ -1275,13 +1275,12 @@ def _arms_through(binding, through):
     ``replanning.step_aside``) give way to the avoidance's (they would hold the arm in the post)."""
     from scipy.ndimage import binary_dilation
     from .avoidance import EASE, _limbs
-    from .workspace import LEG_HEIGHT
-    sk, motion = binding.skeleton, binding.motion
-    ground = float(motion[..., 2].min())
+    from .workspace import on_leg
+    sk = binding.skeleton
     child = np.flatnonzero(sk.parents >= 0)
     out = np.zeros((len(through), len(sk)), bool)
     for k, (e, chain, bones) in enumerate(_limbs(binding)):
-        if np.median(motion[:, e, 2]) - ground < LEG_HEIGHT * binding.body_height or not through[:, k].any():
+        if on_leg(binding.motion, e, binding.body_height) or not through[:, k].any():
             continue
         frames = binary_dilation(through[:, k], iterations=EASE)
         out[np.ix_(frames, child[bones])] = True

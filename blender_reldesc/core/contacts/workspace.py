@@ -53,6 +53,12 @@ HULL_MERGE = 0.005
 LEG_HEIGHT = 0.25
 
 
+def on_leg(motion, joint, body_height):
+    """Whether ``joint`` (a limb's effector) is a leg's: it usually stays within ``LEG_HEIGHT``
+    body heights of the clip ``motion``'s (F,J,3) lowest point."""
+    return bool(np.median(motion[:, joint, 2]) - float(motion[..., 2].min()) < LEG_HEIGHT * body_height)
+
+
 @dataclass
 class BodyFrames:
     """The joints that define the body's frames; ``rotations`` gives them for any poses.
@@ -101,8 +107,7 @@ def body_frames(skeleton, motion, body_height, chains):
     for c in chains:
         roots.setdefault(int(c[0]), np.asarray(c))
     chains = list(roots.values())
-    ground = float(motion[..., 2].min())
-    legs = [c for c in chains if np.median(motion[:, c[-1], 2]) - ground < LEG_HEIGHT * body_height]
+    legs = [c for c in chains if on_leg(motion, c[-1], body_height)]
     arms = [c for c in chains if not any(c is x for x in legs)]
     parents = skeleton.parents
     if legs:
@@ -207,8 +212,7 @@ def limb_workspace(skeleton, motion, body_height, frames, chain, lengths=None, s
     if not np.all(np.isfinite(L)) or L.max() <= 0:
         raise ValueError("a limb with no length has no workspace")
     u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
-    ground = float(motion[..., 2].min())
-    leg = np.median(motion[:, chain[-1], 2]) - ground < LEG_HEIGHT * body_height
+    leg = on_leg(motion, chain[-1], body_height)
     R = frames.rotations(motion, upper=not leg)                                # (F,3,3)
     lim = LEG if leg else ARM
     rng = np.random.default_rng(seed)

@@ -160,6 +160,31 @@ def test_a_crowd_equals_its_characters_solved_one_by_one(carpet, hills):
     np.testing.assert_allclose(np.diff(lateral), 1.2, atol=0.05)
 
 
+
+def test_a_long_crowd_solved_in_segments_is_its_characters_one_by_one_and_the_sequential_solve(carpet, monkeypatch):
+    # Three segments of frames, solved side by side.
+    long_hills = TriMesh(*S.grid(30.0, 10.0, 150, 50, origin=(-3.0, -5.0), height=S.hills(0.15, 3.0)))
+    paths = lateral_paths(np.array([[0.0, 0.0, 0.0], [24.0, 0.0, 0.0]]), 3, 1.2)
+    offsets = [0, 11, 23]
+    seen = []
+    crowd = walk(carpet, paths, long_hills, offsets, progress=lambda done, total: seen.append((done, total)))
+    frames = crowd.positions.shape[1]
+    assert frames > 2 * crowd_module.CROWD_SEGMENT_FRAMES + 30                  # three segments
+    assert seen and all(0 <= done <= total for done, total in seen)
+    # A character alone (fewer frames: its segments are the crowd's) gives what it gives in the crowd.
+    for c in (0, 2):
+        alone = walk(carpet, [paths[c]], long_hills, [offsets[c]])
+        n = int(crowd.path_frames[c])
+        assert alone.positions.shape[1] == n
+        assert np.abs(alone.positions[0] - crowd.positions[c, :n]).max() < 1e-9
+    # One segment is the sequential solve: the segments rejoin it within their tolerance.
+    monkeypatch.setattr(crowd_module, "CROWD_SEGMENT_FRAMES", 10 ** 6)
+    sequential = walk(carpet, paths, long_hills, offsets)
+    assert np.abs(sequential.positions - crowd.positions).max() < 1e-5 * carpet.body_height
+    with pytest.raises(Cancelled):
+        monkeypatch.setattr(crowd_module, "CROWD_SEGMENT_FRAMES", 128)
+        walk(carpet, paths, long_hills, offsets, progress=lambda done, total: done < 40)
+
 @pytest.mark.skipif(not fork_available(), reason="walk shares a crowd among forked processes on Linux only")
 def test_a_crowd_shared_among_processes_is_the_same_crowd(carpet, hills):
     paths = lateral_paths(STRAIGHT, 3, 1.2)

@@ -44,6 +44,8 @@ CROWD_FINAL_ITERATIONS = 3
 #: a step (``Warper.settle``); the clip solver's 1e-10 takes about 1500 steps there, this about
 #: 150, and the walk differs by less than 0.1 mm from it.
 CROWD_STATIC_TOLERANCE = 1e-7
+#: A crowd's frames are solved in segments of this many frames side by side (``solve_crowd``).
+CROWD_SEGMENT_FRAMES = 256
 #: Steps of the pitch of a held toe onto the terrain (exact after one on a plane).
 PITCH_STEPS = 4
 #: Affinity of the body above the legs in a walk (``_rigid_body``).
@@ -450,13 +452,14 @@ def _rigid_body(carpet, motion, clip, targets, affinity):
         return
     # With the top joint of each leg (a hip joint): the pelvis is one piece.
     body = np.r_[body, [j for j in range(len(sk)) if sk.parents[j] in set(body.tolist()) and j not in body]]
+    shape = motion[:, body]
+    shape = shape - shape.mean(axis=1, keepdims=True)                              # the source's, centred
     for c in range(len(clip)):
         # One character at a time: a character's rotations are then the same alone as in a
         # crowd (``nearest_rotation`` takes another method for batches of another size).
         # (All at once measured no faster: 0.19-0.32 s against 0.20-0.24 s for 100 x 1000.)
-        src = motion[clip[c][:, None], body]                                        # (F,K,3)
+        src = shape[clip[c]]                                                        # (F,K,3)
         tgt = targets[c][:, body]
-        src = src - src.mean(axis=1, keepdims=True)
         ct = tgt.mean(axis=1, keepdims=True)
         targets[c][:, body] = np.matmul(src, np.swapaxes(kabsch(src, tgt - ct), -1, -2)) + ct
     # The body holds its targets as firmly as a joint in contact (affinity 1): with the paper's
@@ -593,8 +596,20 @@ def trunk_chain(skeleton, body, motion):
 def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solver_options=None):
     """Warp every character at once: rows of the solver's batch are (character, frame), each
     row's bone lengths, hinges and limits those of its frame of the played clip ``clip`` (C,F).
-    Returns (C,F,J,3). One character solved alone gives what it gives in the crowd."""
+    Returns (C,F,J,3). One character solved alone gives what it gives in the crowd.
+
+    The frames are cut into segments of ``CROWD_SEGMENT_FRAMES`` solved side by side, every
+    character's, as ``Warper.run`` cuts a clip: a segment starts ``Warper.warmup`` frames early at
+    its targets, then, like parareal time integration, a segment whose predecessor frame is not
+    the pose it started from (within ``Warper.segment_tolerance`` body heights) is solved again
+    from it until none is. A step of 100 characters costs numpy's calls more than their
+    arithmetic: four segments side by side cost about twice one, for four times the frames
+    (measured, benchmarks/RESULTS.md). The segments' frames do not depend on how many frames or
+    characters are solved, so a character alone is solved as in a crowd; the result is the
+    sequential solve's within a few ``segment_tolerance`` body heights (test).
+    """
     C, F = clip.shape
+    J = targets.shape[2]
     options = dict(solver_options or {})
     if rig.hinges is not None:
         options["hinges"] = (rig.hinges, motion)
@@ -603,17 +618,71 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
     warper = Warper(rig.edges, rig.edge_lengths, rig.binding.body_height, glue=rig.glue,
                     pins=pins.reshape(C * F, *pins.shape[2:]), rows=clip.ravel(), clusters=rig.clusters,
                     **options)
-    at = np.arange(C) * F
+    at = np.arange(C) * F                                                     # row of each character's frame 0
     out = np.empty_like(targets)
-    p = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at, tolerance=CROWD_STATIC_TOLERANCE)
-    out[:, 0] = p
-    goals = np.ascontiguousarray(targets.transpose(1, 3, 2, 0))                    # (F,3,J,C), once
-    for f in range(1, F):
-        p = warper.advance_coordinates(at + f, np.transpose(p, (2, 1, 0)), goals[f - 1], goals[f], affinity[:, f])
-        out[:, f] = p
-        if progress is not None and (f % 16 == 0 or f == F - 1) and progress(f, F - 1) is False:
-            raise Cancelled(f"cancelled at frame {f} of {F}")
-    return out
+    out[:, 0] = warper.settle(targets[:, 0], targets[:, 0], affinity[:, 0], at, tolerance=CROWD_STATIC_TOLERANCE)
+    L, W = CROWD_SEGMENT_FRAMES, warper.warmup
+    K = 1 if F <= L + W else 1 + -(-(F - L - W) // L)
+    steps = F if K == 1 else L + W
+    first = np.arange(K) * L                                                   # frame each segment starts at
+    budget = steps + (3 * L if K > 1 else 0)
+    done = 0
+
+    def report():
+        if progress is not None and (done % 16 == 0) and progress(done, max(budget, done)) is False:
+            raise Cancelled(f"cancelled at step {done} of about {budget}")
+
+    # Pass 1: every segment of every character, rows (segment, character).
+    p = _coordinates(targets[:, first])
+    p[:, :, :C] = out[:, 0].transpose(2, 1, 0)
+    used = None                                                                # the pose each segment went on from
+    for k in range(1, steps):
+        if k == W:
+            used = p.copy()
+        fr = np.minimum(first + k, F - 1)
+        q = warper.advance_coordinates((fr[:, None] + at).ravel(), p, _coordinates(targets[:, fr - 1]),
+                                       _coordinates(targets[:, fr]), affinity[:, fr].swapaxes(0, 1).reshape(K * C, J))
+        p = np.transpose(q, (2, 1, 0))
+        keep = np.flatnonzero(((k >= W) | (first == 0)) & (first + k < F))
+        out[:, first[keep] + k] = q.reshape(K, C, J, 3)[keep].swapaxes(0, 1)
+        done += 1
+        report()
+    if K == 1:
+        return out
+    # Pass 2: a segment whose predecessor frame moved is solved again from it, row by row.
+    tol = warper.segment_tolerance * warper.body_height
+    link = first[1:] + W - 1                                                   # each later segment's predecessor frame
+    used = used.reshape(3, J, K, C)[:, :, 1:].transpose(2, 3, 1, 0)            # (K-1,C,J,3)
+    while True:
+        off = np.abs(out[:, link].swapaxes(0, 1) - used).max(axis=(2, 3)) > tol    # (K-1,C)
+        si, ci = np.nonzero(off)
+        if not si.size:
+            return out
+        fa = link[si]
+        used[si, ci] = out[ci, fa]
+        p = np.ascontiguousarray(out[ci, fa].transpose(2, 1, 0))
+        for k in range(1, L + 1):
+            fr = np.minimum(fa + k, F - 1)
+            q = warper.advance_coordinates(at[ci] + fr, p, np.ascontiguousarray(targets[ci, fr - 1].T),
+                                           np.ascontiguousarray(targets[ci, fr].T), affinity[ci, fr])
+            # A segment back on the previous pass's frames (within a tenth of the tolerance)
+            # would only repeat them: it stops there.
+            inside = fa + k < F
+            live = inside & (np.abs(q - out[ci, fr]).max(axis=(1, 2)) > 0.1 * tol)
+            out[ci[inside], fr[inside]] = q[inside]
+            done += 1
+            report()
+            if not live.all():
+                fa, ci, q = fa[live], ci[live], q[live]
+                if not ci.size:
+                    break
+            p = np.ascontiguousarray(np.transpose(q, (2, 1, 0)))
+
+
+def _coordinates(poses):
+    """Coordinate-major poses (3,J,K*C) of the crowd's poses (C,K,J,3) at each segment's frame,
+    rows (segment, character) as the solver's."""
+    return np.ascontiguousarray(poses.transpose(3, 2, 1, 0)).reshape(poses.shape[3], poses.shape[2], -1)
 
 
 def _foot_anchor(skeleton, standing):

@@ -292,3 +292,44 @@ def test_a_wall_across_the_path_has_no_root_path_and_names_the_frames():
         set(np.flatnonzero(RP.trunk_collisions(binding, mesh, result.positions)).tolist())
     assert {o.reason for o in outcomes if o.status == "unresolved"} == {"no root path"}
     assert not any(o.reason == "stepped aside" for o in outcomes)
+
+
+def _floor_and_post(with_post):
+    fv, ft = S.grid(4.0, 4.0, 4, 4, origin=(-2.0, -2.0))
+    if not with_post:
+        return TriMesh(fv, ft)
+    bv, bt = S.box((0.0, 0.3, 1.0), (0.3, 0.3, 2.0))
+    return TriMesh(np.vstack([fv, bv]), np.vstack([ft, bt + len(fv)]))
+
+
+def test_a_swinging_leg_that_newly_meets_a_wall_swings_wider_towards_its_hip_and_no_further():
+    from types import SimpleNamespace
+    H = 1.7
+    clear = RP.SWING_CLEAR * H
+    # A leg's points over 30 frames (two hanging straight down from the hip, at x = -0.3 .. 0.3),
+    # the hip 0.3 m beside the post's face (y = 0.15 - 0.3); on frames 12-17 the points reach 3 cm
+    # into the post.
+    n = 30
+    x = np.linspace(-0.6, 0.6, n)
+    depth = np.where((np.arange(n) >= 12) & (np.arange(n) <= 17), 0.03, -0.05)
+    y = 0.15 + depth
+    points = np.stack([np.c_[x, y, np.full(n, z)] for z in (0.2, 0.5)], axis=1)          # (n,2,3)
+    hip = np.c_[x, np.full(n, -0.15), np.full(n, 0.9)]
+    swinging = np.ones(n, bool)
+    new = SimpleNamespace(body_height=H, mesh=_floor_and_post(False))
+    push = RP._swing_wider(new, _floor_and_post(True), swinging, points, points - [0.0, 0.3, 0.0], hip)
+    assert push is not None and np.all(push[:, 2] == 0.0)                        # level
+    # Towards the hip's side of the post, far enough to clear it by SWING_CLEAR on the frames in.
+    assert np.all(push[12:18, 1] <= -(0.03 + clear) + 1e-9) and np.allclose(push[12:18, 0], 0.0)
+    sd, _ = Collider.of(_floor_and_post(True), 0.2 * H).signed_distance((points + push[:, None]).reshape(-1, 3))
+    assert sd.reshape(n, 2)[12:18].min() >= clear - 1e-9
+    # Eased in and out over SWING_EASE frames, nothing beyond.
+    e = RP.SWING_EASE
+    assert np.all(np.linalg.norm(push[12 - e:12], axis=1) > 0) and np.all(np.diff(push[12 - e:13, 1]) < 0)
+    assert np.all(push[:12 - e] == 0.0) and np.all(push[18 + e:] == 0.0)
+    # Frames not swinging are not moved; a leg as near the wall in the source (the post there at
+    # bind time) and a leg far from it give none.
+    assert RP._swing_wider(new, _floor_and_post(True), np.zeros(n, bool), points, points, hip) is None
+    was_there = SimpleNamespace(body_height=H, mesh=_floor_and_post(True))
+    assert RP._swing_wider(was_there, _floor_and_post(True), swinging, points, points, hip) is None
+    assert RP._swing_wider(new, _floor_and_post(True), swinging, points - [0.0, 0.5, 0.0], points, hip) is None

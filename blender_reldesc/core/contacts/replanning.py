@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.ndimage import gaussian_filter1d
+from scipy.ndimage import binary_dilation, gaussian_filter1d, label
 
 from ..geometry.proximity import Collider
 from .balance import bone_samples
@@ -80,6 +80,11 @@ VOXEL = 0.01
 #: A foot in swing up to this many body heights above where its ankle stands does not go down
 #: with a duck, one twice as high goes down in full (``_legs_by_ik``).
 SWING_HEIGHT = 0.1
+#: A swinging leg is kept this many body heights off a wall it newly comes near (``_swing_wider``),
+#: the shift eased over ``SWING_EASE`` frames either side, in up to ``SWING_ROUNDS`` rounds.
+SWING_CLEAR = 0.02
+SWING_EASE = 4
+SWING_ROUNDS = 3
 #: Frames (a Gaussian's sigma) over which the knees' bend hint is smoothed (``_legs_by_ik``).
 KNEE_SMOOTH = 3.0
 #: The duck (``_ducked``): depths this many body heights apart (the planner's speed a frame at
@@ -951,7 +956,7 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
                 if held.isdisjoint(chain.tolist()):
                     joints = _subtree(sk, int(chain[1]))
                     pins[np.ix_(p.frames[aside], joints)] = moved[np.ix_(np.flatnonzero(aside), joints)]
-        _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases, slides)
+        _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases, slides, mesh)
     return list(zip(windows, plans)), pins
 
 
@@ -1076,14 +1081,17 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
     return slides, places
 
 
-def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=None):
+def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=None, mesh=None):
     """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
     is held in one of its contact ``phases``, or elsewhere where the plan carries it (down with
     the body, no lower than it stands), the knee on the side it bends in the
     adapted motion carried with the body; knee, ankle and what hangs below pinned. Left to the
     whole-body solver, a leg compressed by a lowered root could fold its knee to the other side
     (a 0.45 m jump in one frame measured under a ceiling at 1.5 m). ``slides``: per leg (limb
-    root) the level shift (n,3) of a foot stepping aside (``step_aside``), which its swing follows."""
+    root) the level shift (n,3) of a foot stepping aside (``step_aside``), which its swing follows.
+    ``mesh``: the static environment now; a swinging leg that would come nearer than
+    ``SWING_CLEAR`` body heights to a wall of it where the source's leg did not (a post the body
+    steps round) swings that much wider (``_swing_wider``)."""
     from .repositioning import ContactError, find_limb
     from .workspace import on_leg
     from ..skeleton.joints import limb_effectors, split_joints, two_bone
@@ -1148,6 +1156,19 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
         hint = 0.5 * (moved[:, hip] + end) + gaussian_filter1d(bend + 0.3 * l1 * forward, KNEE_SMOOTH, axis=0,
                                                                mode="nearest", truncate=3.0)
         k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
+        if mesh is not None and not mesh.animated and (~planted).any():
+            below = np.asarray(sk.descendants(ankle), np.int64)
+            src = binding.motion[frames]
+            for _ in range(SWING_ROUNDS):
+                points = _leg_points(moved[:, hip], k_new, a_new, positions[frames][:, below]
+                                     + (a_new - positions[frames, ankle])[:, None])
+                wider = _swing_wider(binding, mesh, ~planted, points,
+                                     _leg_points(src[:, hip], src[:, knee], src[:, ankle], src[:, below]), moved[:, hip])
+                if wider is None:
+                    break
+                wider[planted] = 0.0                     # a foot on the ground stays
+                end, hint = end + wider, hint + wider
+                k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
         # The joints that split the thigh or the shin, at their share along the new segments.
         for top, bottom, start, stop in ((hip, knee, moved[:, hip], k_new), (knee, ankle, k_new, a_new)):
@@ -1161,3 +1182,64 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
             held_j = pins[frames, j]
             pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - base))
         pins[frames, ankle] = a_new
+
+
+def _leg_points(hip, knee, ankle, foot):
+    """(n,m,3) the points of a leg ``_swing_wider`` keeps off walls: along the lower thigh and the
+    shin, the knee, the ankle and the joints of the foot ``foot`` (n,k,3)."""
+    along = [hip + t * (knee - hip) for t in (0.5, 0.75)] + [knee + t * (ankle - knee) for t in (0.25, 0.5, 0.75)]
+    return np.concatenate([np.stack(along + [knee, ankle], axis=1), foot], axis=1)
+
+
+def _swing_wider(binding, mesh, swinging, points, source, hip):
+    """(n,3) the level shift, eased over ``SWING_EASE`` frames, that takes a leg's ``points``
+    (n,m,3, ``_leg_points``) on the frames ``swinging`` (n,) marks towards the side of the wall its
+    ``hip`` (n,3) is on, up to ``SWING_CLEAR`` body heights off the walls of the static ``mesh``
+    they come nearer to than the source's (``source``, the same points of the source) came to the
+    bind-time environment (a walking leg brushes no wall it did not brush); None when none does.
+    A wall is a surface whose normal is more level than up: a floor is left to the contacts.
+    Towards the hip's side, not along the wall's normal: a shin across a post's corner, both ends
+    out, went to and fro between its faces."""
+    H = binding.body_height
+    clear = SWING_CLEAR * H
+    rows = np.flatnonzero(swinging)
+    m = points.shape[1]
+    collider = Collider.of(mesh, 0.2 * H)
+    sd, normal, tri, bary = collider.closest(points[rows].reshape(-1, 3))
+    sd, normal = sd.reshape(len(rows), m), normal.reshape(len(rows), m, 3)
+    corners = collider.vertices[collider.triangles[np.maximum(tri, 0)]]                  # (r m,3,3)
+    foot = np.einsum("kc,kcd->kd", bary, corners).reshape(len(rows), m, 3)
+    level = normal.copy()
+    level[..., 2] = 0.0
+    near = (np.linalg.norm(level, axis=-1) > 0.5) & (sd < clear)
+    if not near.any():
+        return None
+    was, _ = Collider.of(binding.mesh, 0.2 * H).signed_distance(source[rows].reshape(-1, 3))
+    near &= sd < was.reshape(len(rows), m) - 1e-3 * H
+    if not near.any():
+        return None
+    need = np.where(near, clear - sd, 0.0)                             # (r,m)
+    worst = np.argmax(need, axis=1)
+    k = np.arange(len(rows))
+    side = hip[rows] - foot[k, worst]
+    side[:, 2] = 0.0
+    direction = np.where((np.linalg.norm(side, axis=1) > 1e-3 * H)[:, None], side, level[k, worst])
+    direction /= np.maximum(np.linalg.norm(direction, axis=1), 1e-300)[:, None]
+    push = np.zeros(len(swinging))
+    push[rows] = need[k, worst]
+    way = np.zeros((len(swinging), 3))
+    way[rows] = direction * push[rows, None]
+    # Eased in and out, one way for each run of frames (runs nearer than the easing taken as
+    # one): every frame takes the largest of its neighbours' pushes, less with distance.
+    runs, n = label(binary_dilation(push > 0, iterations=SWING_EASE))
+    out = np.zeros((len(swinging), 3))
+    for r in range(1, n + 1):
+        at = np.flatnonzero(runs == r)
+        w = way[at].sum(axis=0)
+        w /= max(np.linalg.norm(w), 1e-300)
+        size = np.zeros(len(at))
+        for d in range(-SWING_EASE, SWING_EASE + 1):
+            e = 1.0 - abs(d) / (SWING_EASE + 1.0)
+            size = np.maximum(size, e * e * (3.0 - 2.0 * e) * push[np.clip(at + d, at[0], at[-1])])
+        out[at] = size[:, None] * w
+    return out

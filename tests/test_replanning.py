@@ -333,3 +333,8 @@ def test_a_swinging_leg_that_newly_meets_a_wall_swings_wider_towards_its_hip_and
     was_there = SimpleNamespace(body_height=H, mesh=_floor_and_post(True))
     assert RP._swing_wider(was_there, _floor_and_post(True), swinging, points, points, hip) is None
     assert RP._swing_wider(new, _floor_and_post(True), swinging, points - [0.0, 0.5, 0.0], points, hip) is None
+    # Given a way to go instead (an arm carried aside: the way the body stepped), along it or
+    # against it, whichever leaves the wall.
+    into = np.tile([0.0, 1.0, 0.0], (n, 1))
+    along = RP._swing_wider(new, _floor_and_post(True), swinging, points, points - [0.0, 0.3, 0.0], hip, into)
+    np.testing.assert_allclose(along, push, atol=1e-12)

@@ -952,10 +952,12 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
             level = p.offset - np.outer(p.offset @ up, up)
             aside = np.linalg.norm(level, axis=1) > ASIDE_MIN * H
             held = {int(j) for limb, *_ in keep if limb is not None for j in limb.chain}
+            away = level[aside] / np.maximum(np.linalg.norm(level[aside], axis=1), 1e-300)[:, None]
             for chain in arms:
                 if held.isdisjoint(chain.tolist()):
                     joints = _subtree(sk, int(chain[1]))
                     pins[np.ix_(p.frames[aside], joints)] = moved[np.ix_(np.flatnonzero(aside), joints)]
+                    _arm_clear(binding, mesh, chain, p.frames[aside], pins, away)
         _legs_by_ik(sk, binding, positions, moved, p.frames, pins, phases, slides, mesh)
     return list(zip(windows, plans)), pins
 
@@ -1191,7 +1193,7 @@ def _leg_points(hip, knee, ankle, foot):
     return np.concatenate([np.stack(along + [knee, ankle], axis=1), foot], axis=1)
 
 
-def _swing_wider(binding, mesh, swinging, points, source, hip):
+def _swing_wider(binding, mesh, swinging, points, source, hip, towards=None):
     """(n,3) the level shift, eased over ``SWING_EASE`` frames, that takes a leg's ``points``
     (n,m,3, ``_leg_points``) on the frames ``swinging`` (n,) marks towards the side of the wall its
     ``hip`` (n,3) is on, up to ``SWING_CLEAR`` body heights off the walls of the static ``mesh``
@@ -1199,7 +1201,8 @@ def _swing_wider(binding, mesh, swinging, points, source, hip):
     bind-time environment (a walking leg brushes no wall it did not brush); None when none does.
     A wall is a surface whose normal is more level than up: a floor is left to the contacts.
     Towards the hip's side, not along the wall's normal: a shin across a post's corner, both ends
-    out, went to and fro between its faces."""
+    out, went to and fro between its faces. ``towards``: (n,3) level unit directions to shift along
+    instead, whichever way leaves the wall (``_arm_clear``)."""
     H = binding.body_height
     clear = SWING_CLEAR * H
     rows = np.flatnonzero(swinging)
@@ -1221,10 +1224,13 @@ def _swing_wider(binding, mesh, swinging, points, source, hip):
     need = np.where(near, clear - sd, 0.0)                             # (r,m)
     worst = np.argmax(need, axis=1)
     k = np.arange(len(rows))
-    side = hip[rows] - foot[k, worst]
-    side[:, 2] = 0.0
-    direction = np.where((np.linalg.norm(side, axis=1) > 1e-3 * H)[:, None], side, level[k, worst])
-    direction /= np.maximum(np.linalg.norm(direction, axis=1), 1e-300)[:, None]
+    if towards is not None:                             # that way or the other, out of the wall
+        direction = towards[rows] * np.where(np.einsum("ni,ni->n", towards[rows], level[k, worst]) < 0, -1.0, 1.0)[:, None]
+    else:
+        side = hip[rows] - foot[k, worst]
+        side[:, 2] = 0.0
+        direction = np.where((np.linalg.norm(side, axis=1) > 1e-3 * H)[:, None], side, level[k, worst])
+        direction /= np.maximum(np.linalg.norm(direction, axis=1), 1e-300)[:, None]
     push = np.zeros(len(swinging))
     push[rows] = need[k, worst]
     way = np.zeros((len(swinging), 3))
@@ -1243,3 +1249,51 @@ def _swing_wider(binding, mesh, swinging, points, source, hip):
             size = np.maximum(size, e * e * (3.0 - 2.0 * e) * push[np.clip(at + d, at[0], at[-1])])
         out[at] = size[:, None] * w
     return out
+
+
+def _arm_clear(binding, mesh, chain, frames, pins, away):
+    """A free arm carried aside with the body (``pins`` on ``frames``, in place) kept off the walls
+    of the static ``mesh`` it newly comes near, as a swinging leg is (``_swing_wider``), but moved
+    the way the body stepped aside (``away`` (n,3), level unit directions): the hand and the elbow
+    shifted, the arm placed by two-bone IK from the shoulder, what hangs below the hand moved with
+    it. Carried round a post on a real walk, the arm on the post's side swung its hand through it
+    on 7 frames; ``avoidance``, shortening it along its line from the shoulder, made it jump 0.4 m
+    in a frame, and shifted towards the shoulder's side it folded and flipped its elbow."""
+    from .repositioning import _subtree
+    from ..skeleton.joints import split_joints, two_bone
+    if mesh.animated or not len(frames):
+        return
+    sk = binding.skeleton
+    full = chain.tolist()
+    split = split_joints(sk, binding.motion)
+    real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+    if len(real) < 3:
+        return
+    top, mid, end = (int(j) for j in real[-3:])
+    lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
+    seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
+    P = pins[frames]
+    if np.isnan(P[:, [top, mid, end], 0]).any():
+        return
+    below = np.asarray(_subtree(sk, end)[1:], np.int64)
+    src = binding.motion[frames]
+    shoulder, elbow, hand = P[:, top], P[:, mid], P[:, end]
+    rest = P[:, below] - hand[:, None]
+    moved = False
+    for _ in range(SWING_ROUNDS):
+        wider = _swing_wider(binding, mesh, np.ones(len(frames), bool),
+                             _leg_points(shoulder, elbow, hand, hand[:, None] + rest),
+                             _leg_points(src[:, top], src[:, mid], src[:, end], src[:, below]), shoulder, away)
+        if wider is None:
+            break
+        elbow, hand = two_bone(shoulder, elbow + wider, hand + wider, seg(top, mid), seg(mid, end))
+        moved = True
+    if not moved:
+        return
+    pins[frames, mid], pins[frames, end] = elbow, hand
+    pins[np.ix_(frames, below)] = hand[:, None] + rest
+    for a, b, pa, pb in ((top, mid, shoulder, elbow), (mid, end, elbow, hand)):
+        inner = full[full.index(a) + 1:full.index(b)]
+        run = np.cumsum(lengths[inner]) / max(seg(a, b), 1e-300)
+        for j, t in zip(inner, run):
+            pins[frames, j] = pa + t * (pb - pa)

@@ -338,3 +338,51 @@ def test_a_swinging_leg_that_newly_meets_a_wall_swings_wider_towards_its_hip_and
     into = np.tile([0.0, 1.0, 0.0], (n, 1))
     along = RP._swing_wider(new, _floor_and_post(True), swinging, points, points - [0.0, 0.3, 0.0], hip, into)
     np.testing.assert_allclose(along, push, atol=1e-12)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
+def test_a_carried_arm_that_newly_meets_a_wall_is_moved_off_it_keeping_its_bones(convention):
+    from blender_reldesc.core.contacts.repositioning import _subtree
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=60).copy()
+    z0 = motion[..., 2].min() - 0.005
+    floor = S.grid(8.0, 4.0, 16, 8, origin=(motion[:, 0, 0].min() - 2.0, -2.0), z=z0)
+    binding = bind(sk, motion, TriMesh(*floor))
+    H = binding.body_height
+    # The arm farther out along +y, and a wall put 3 cm into the way its hand swings out (the wall
+    # was not there when the source was captured).
+    chain = max(RP._arms(binding), key=lambda c: motion[:, int(c[-1]), 1].mean())
+    hand = int(chain[-1])
+    frames = np.arange(10, 50)
+    y = motion[frames, hand, 1].max() - 0.03
+    x0, x1 = motion[frames, hand, 0].min() - 0.5, motion[frames, hand, 0].max() + 0.5
+    wall = S.box((0.5 * (x0 + x1), y + 0.25, z0 + 1.0), (x1 - x0, 0.5, 2.0), subdivisions=4)
+    verts, tris, _ = S.merge(floor, wall)
+    mesh = TriMesh(verts, tris)
+    arm = _subtree(sk, int(chain[1]))
+    pins = np.full(motion.shape, np.nan)
+    pins[np.ix_(frames, arm)] = motion[np.ix_(frames, arm)]
+    before = pins.copy()
+    away = np.tile([0.0, 1.0, 0.0], (len(frames), 1))              # into the wall: taken the other way
+    RP._arm_clear(binding, mesh, chain, frames, pins, away)
+    moved = np.linalg.norm(pins[frames][:, arm] - before[frames][:, arm], axis=-1).max(axis=1)
+    assert moved.max() > 0.02
+    # Off the wall: every joint of the arm and the hand now clear of it.
+    sd, _ = Collider.of(mesh, 0.2 * H).signed_distance(pins[np.ix_(frames, arm)].reshape(-1, 3))
+    assert sd.min() > 0.0
+    # Its bones keep their lengths (split ones too), the hand's fingers move with the hand, nothing
+    # outside the arm moves, and the arm is moved level, away from the wall.
+    lengths = np.median(sk.bone_lengths(motion), axis=0)
+    for j in arm:
+        p = int(sk.parents[j])
+        if p in arm:
+            np.testing.assert_allclose(np.linalg.norm(pins[frames, j] - pins[frames, p], axis=-1), lengths[j],
+                                       rtol=0, atol=2e-3 * H)
+    below = _subtree(sk, hand)[1:]
+    if len(below):
+        np.testing.assert_allclose(pins[np.ix_(frames, below)] - pins[frames, hand][:, None],
+                                   before[np.ix_(frames, below)] - before[frames, hand][:, None], atol=1e-12)
+    untouched = np.ones(len(sk), bool)
+    untouched[arm] = False
+    assert np.isnan(pins[:, untouched]).all()
+    assert (pins[frames, hand, 1] <= before[frames, hand, 1] + 1e-12).all()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..geometry.triangles import dot, norm, normalize
-from ..skeleton.joints import two_bone
+from ..skeleton.joints import bending, place_between, span, two_bone
 
 #: How far short of the surface the effector is held, body heights (3.5 cm for 1.75 m).
 CLEAR = 0.02
@@ -105,13 +105,12 @@ def limb_pins(binding, mesh, positions, through, bend=True):
     done = set()
     for k, (e, chain, _) in enumerate(_limbs(binding)):
         frames = np.flatnonzero(through[:, k])
-        full = chain.tolist()
         # Real joints only (a bone split along its length, Rigify's upper_arm twist, is one segment).
-        real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+        real = bending(chain, split)
         if not frames.size or len(real) < 3 or e in done:
             continue
         top, mid = int(real[-3]), int(real[-2])
-        root = int(full[0])
+        root = int(chain[0])
         end_shift, end_w, facing = _short(caster, positions, frames, root, e, _subtree(sk, e), CLEAR * H)
         if end_w is None:
             continue
@@ -119,7 +118,7 @@ def limb_pins(binding, mesh, positions, through, bend=True):
         mid_shift, mid_w, _ = _short(caster, positions, frames, root, mid, [mid], CLEAR * H)
         on = np.flatnonzero(end_w > 0.0)
         end = positions[on, e] + end_w[on, None] * end_shift[on]
-        seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
+        seg = lambda a, b: span(chain, lengths, a, b)  # noqa: E731
         # The middle joint bends away from the surface (down under a slab: a raised arm folded
         # towards the shoulder put its elbow up into it), pushed by twice the limb's length so that
         # the push outweighs wherever the joint was (an elbow is at most the upper bone's length
@@ -134,11 +133,8 @@ def limb_pins(binding, mesh, positions, through, bend=True):
         # The limb's top (a shoulder) held where the IK took it from: moved by the solve that
         # follows, it stretched an upper arm laid along a slab by 1.8 cm.
         pins[on, top] = positions[on, top]
-        for a, b, pa, pb in ((top, mid, positions[on, top], k_new), (mid, e, k_new, a_new)):
-            inner = full[full.index(a) + 1:full.index(b)]
-            run = np.cumsum(lengths[inner]) / max(seg(a, b), 1e-300)
-            for j, t in zip(inner, run):
-                pins[on, j] = pa + t * (pb - pa)
+        place_between(pins, on, chain, lengths, top, mid, positions[on, top], k_new)
+        place_between(pins, on, chain, lengths, mid, e, k_new, a_new)
         for j in _subtree(sk, e)[1:]:
             pins[on, j] = positions[on, j] + (a_new - positions[on, e])
     return pins if done else None

@@ -1096,7 +1096,7 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
     steps round) swings that much wider (``_swing_wider``)."""
     from .repositioning import ContactError, find_limb
     from .workspace import on_leg
-    from ..skeleton.joints import limb_effectors, split_joints, two_bone
+    from ..skeleton.joints import bending, limb_effectors, place_between, span, split_joints, two_bone
     H = binding.body_height
     lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
     split = split_joints(sk, binding.motion)
@@ -1111,10 +1111,8 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
         if not on_leg(binding.motion, chain[-1], H):
             continue
         # Real joints only: a bone split along its length (Rigify's thigh.001) is one segment.
-        full = chain.tolist()
-        real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
-        seg = [lengths[full[full.index(a) + 1:full.index(b) + 1]].sum() for a, b in zip(real[:-1], real[1:])]
-        L = np.array(seg)
+        real = bending(chain, split)
+        L = np.array([span(chain, lengths, a, b) for a, b in zip(real[:-1], real[1:])])
         u = int(np.flatnonzero(L >= 0.5 * L.max())[0])
         if u + 2 >= len(real):
             continue
@@ -1162,10 +1160,10 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
             below = np.asarray(sk.descendants(ankle), np.int64)
             src = binding.motion[frames]
             for _ in range(SWING_ROUNDS):
-                points = _leg_points(moved[:, hip], k_new, a_new, positions[frames][:, below]
+                points = _limb_points(moved[:, hip], k_new, a_new, positions[frames][:, below]
                                      + (a_new - positions[frames, ankle])[:, None])
                 wider = _swing_wider(binding, mesh, ~planted, points,
-                                     _leg_points(src[:, hip], src[:, knee], src[:, ankle], src[:, below]), moved[:, hip])
+                                     _limb_points(src[:, hip], src[:, knee], src[:, ankle], src[:, below]), moved[:, hip])
                 if wider is None:
                     break
                 wider[planted] = 0.0                     # a foot on the ground stays
@@ -1173,11 +1171,8 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
                 k_new, a_new = two_bone(moved[:, hip], hint, end, l1, l2)
         pins[frames, knee] = k_new
         # The joints that split the thigh or the shin, at their share along the new segments.
-        for top, bottom, start, stop in ((hip, knee, moved[:, hip], k_new), (knee, ankle, k_new, a_new)):
-            inner = full[full.index(top) + 1:full.index(bottom)]
-            run = np.cumsum(lengths[inner]) / max(lengths[full[full.index(top) + 1:full.index(bottom) + 1]].sum(), 1e-300)
-            for j, t in zip(inner, run):
-                pins[frames, j] = start + t * (stop - start)
+        place_between(pins, frames, chain, lengths, hip, knee, moved[:, hip], k_new)
+        place_between(pins, frames, chain, lengths, knee, ankle, k_new, a_new)
         below = sk.descendants(ankle)
         shift = a_new - positions[frames, ankle]
         for j in below:
@@ -1186,16 +1181,17 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
         pins[frames, ankle] = a_new
 
 
-def _leg_points(hip, knee, ankle, foot):
-    """(n,m,3) the points of a leg ``_swing_wider`` keeps off walls: along the lower thigh and the
-    shin, the knee, the ankle and the joints of the foot ``foot`` (n,k,3)."""
+def _limb_points(hip, knee, ankle, foot):
+    """(n,m,3) the points of a limb ``_swing_wider`` keeps off walls: along the lower thigh and the
+    shin (upper arm and forearm), the knee (elbow), the ankle (wrist) and the joints of the foot
+    (hand) ``foot`` (n,k,3)."""
     along = [hip + t * (knee - hip) for t in (0.5, 0.75)] + [knee + t * (ankle - knee) for t in (0.25, 0.5, 0.75)]
     return np.concatenate([np.stack(along + [knee, ankle], axis=1), foot], axis=1)
 
 
 def _swing_wider(binding, mesh, swinging, points, source, hip, towards=None):
     """(n,3) the level shift, eased over ``SWING_EASE`` frames, that takes a leg's ``points``
-    (n,m,3, ``_leg_points``) on the frames ``swinging`` (n,) marks towards the side of the wall its
+    (n,m,3, ``_limb_points``) on the frames ``swinging`` (n,) marks towards the side of the wall its
     ``hip`` (n,3) is on, up to ``SWING_CLEAR`` body heights off the walls of the static ``mesh``
     they come nearer to than the source's (``source``, the same points of the source) came to the
     bind-time environment (a walking leg brushes no wall it did not brush); None when none does.
@@ -1260,18 +1256,16 @@ def _arm_clear(binding, mesh, chain, frames, pins, away):
     on 7 frames; ``avoidance``, shortening it along its line from the shoulder, made it jump 0.4 m
     in a frame, and shifted towards the shoulder's side it folded and flipped its elbow."""
     from .repositioning import _subtree
-    from ..skeleton.joints import split_joints, two_bone
+    from ..skeleton.joints import bending, place_between, span, split_joints, two_bone
+    from ..skeleton.rotations import swing
     if mesh.animated or not len(frames):
         return
     sk = binding.skeleton
-    full = chain.tolist()
-    split = split_joints(sk, binding.motion)
-    real = [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+    real = bending(chain, split_joints(sk, binding.motion))
     if len(real) < 3:
         return
     top, mid, end = (int(j) for j in real[-3:])
     lengths = np.median(sk.bone_lengths(binding.motion), axis=0)
-    seg = lambda a, b: float(lengths[full[full.index(a) + 1:full.index(b) + 1]].sum())  # noqa: E731
     P = pins[frames]
     if np.isnan(P[:, [top, mid, end], 0]).any():
         return
@@ -1282,18 +1276,26 @@ def _arm_clear(binding, mesh, chain, frames, pins, away):
     moved = False
     for _ in range(SWING_ROUNDS):
         wider = _swing_wider(binding, mesh, np.ones(len(frames), bool),
-                             _leg_points(shoulder, elbow, hand, hand[:, None] + rest),
-                             _leg_points(src[:, top], src[:, mid], src[:, end], src[:, below]), shoulder, away)
+                             _limb_points(shoulder, elbow, hand, hand[:, None] + rest),
+                             _limb_points(src[:, top], src[:, mid], src[:, end], src[:, below]), shoulder, away)
         if wider is None:
             break
-        elbow, hand = two_bone(shoulder, elbow + wider, hand + wider, seg(top, mid), seg(mid, end))
+        elbow, hand = two_bone(shoulder, elbow + wider, hand + wider, span(chain, lengths, top, mid),
+                               span(chain, lengths, mid, end))
         moved = True
     if not moved:
         return
     pins[frames, mid], pins[frames, end] = elbow, hand
     pins[np.ix_(frames, below)] = hand[:, None] + rest
-    for a, b, pa, pb in ((top, mid, shoulder, elbow), (mid, end, elbow, hand)):
-        inner = full[full.index(a) + 1:full.index(b)]
-        run = np.cumsum(lengths[inner]) / max(seg(a, b), 1e-300)
-        for j, t in zip(inner, run):
-            pins[frames, j] = pa + t * (pb - pa)
+    place_between(pins, frames, chain, lengths, top, mid, shoulder, elbow)
+    place_between(pins, frames, chain, lengths, mid, end, elbow, hand)
+    # Leaves beside the chain (Unreal's lowerarm_twist_01_l) turn with the bone they hang from: left
+    # where they were carried, one stayed 1.3 cm inside the wall, off its bone.
+    full = [int(j) for j in chain]
+    for k in sorted(set(_subtree(sk, int(chain[1])).tolist()) - set(full) - set(below.tolist())):
+        a = int(sk.parents[k])
+        if a not in full or a == end:
+            continue
+        b = full[full.index(a) + 1]
+        turn = swing(P[:, b] - P[:, a], pins[frames, b] - pins[frames, a])
+        pins[frames, k] = pins[frames, a] + np.einsum("nij,nj->ni", turn, P[:, k] - P[:, a])

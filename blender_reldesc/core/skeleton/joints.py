@@ -125,6 +125,31 @@ def split_joints(skeleton, motion, degrees=1.0):
     return out
 
 
+def bending(chain, split):
+    """The joints of ``chain`` (limb root to effector) that bend: its ends and the joints that do
+    not only split a bone (``split_joints``: Rigify's upper_arm.001 is one segment with its bone)."""
+    full = [int(j) for j in chain]
+    return [full[0]] + [j for j in full[1:-1] if not split[j]] + [full[-1]]
+
+
+def span(chain, lengths, a, b):
+    """The length of ``chain`` from its joint ``a`` to its joint ``b`` (``lengths`` (J,): each
+    joint's bone from its parent)."""
+    full = [int(j) for j in chain]
+    return float(np.sum(lengths[full[full.index(a) + 1:full.index(b) + 1]]))
+
+
+def place_between(out, rows, chain, lengths, a, b, pa, pb):
+    """In ``out`` (F,J,3) at ``rows``, the joints of ``chain`` strictly between ``a`` and ``b`` on
+    the segment from ``pa`` to ``pb`` (n,3), each at its share of the chain's length: a bone split
+    along its length stays straight and keeps its pieces' lengths."""
+    full = [int(j) for j in chain]
+    inner = full[full.index(a) + 1:full.index(b)]
+    run = np.cumsum(lengths[inner]) / max(span(chain, lengths, a, b), 1e-300)
+    for j, t in zip(inner, run):
+        out[rows, j] = pa + t * (pb - pa)
+
+
 def bend_angles(a, k, c):
     """(...) angle between the bones a->k and k->c (0 = straight), radians."""
     u, v = _unit(k - a), _unit(c - k)

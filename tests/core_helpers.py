@@ -42,14 +42,14 @@ def walk_under_a_slab(convention, below=0.08, frames=150, edit=None):
     return sk, motion, binding, mesh.with_vertices(v), box, roles
 
 
-def walk_past_a_post(convention, width=0.3, side=0.0, depth=None, frames=150):
+def walk_past_a_post(convention, width=0.3, side=0.0, depth=None, frames=150, gait="walk"):
     """A generated walk of a ``convention_rig`` over a floor and a post ``width`` wide (``depth``
     long along the walk, default ``width``) and 2.5 m tall, bound 8 m up and set down on the floor
     after binding, its centre ``side`` metres left of the hips' path at the middle frame (a wall
     across the path when ``width`` is wide): skeleton, motion, binding, the edited mesh, the post's
-    box and the rig's roles."""
+    box and the rig's roles. ``gait``: ``synthetic.GAITS`` ("in place": the post where it stands)."""
     sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=frames).copy()
+    motion = S.locomotion(sk, off, roles, frames=frames, gait=gait).copy()
     lo, hi = motion.reshape(-1, 3).min(0) - 1.5, motion.reshape(-1, 3).max(0) + 1.5
     z0 = motion[..., 2].min() - 0.005
     floor = S.grid(hi[0] - lo[0], hi[1] - lo[1], int((hi[0] - lo[0]) / 0.2), int((hi[1] - lo[1]) / 0.2),

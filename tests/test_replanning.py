@@ -386,3 +386,121 @@ def test_a_carried_arm_that_newly_meets_a_wall_is_moved_off_it_keeping_its_bones
     untouched[arm] = False
     assert np.isnan(pins[:, untouched]).all()
     assert (pins[frames, hand, 1] <= before[frames, hand, 1] + 1e-12).all()
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_post_set_down_where_a_body_steps_in_place_is_stepped_round_whole(convention):
+    """Issue 36, point 3 (the in-place clip's rows): a post set down where the body stands,
+    stepping in place, its trunk in the post on every frame: the whole clip is replanned aside,
+    every foot steps aside with it and stays held, no bone enters the post, no frame steps more
+    than 1.5x the source's (a still body: at least 0.02 body heights)."""
+    sk, motion, binding, mesh, box, roles = walk_past_a_post(convention, gait="in place", frames=90)
+    plain, _ = adapt_with_contacts(binding, mesh, replan_root=False)
+    assert _bones_in_box(sk, plain.positions, box).all()
+    result, outcomes = adapt_with_contacts(binding, mesh)
+    P = result.positions
+    assert [(w.start, w.end, w.status) for w in result.root_windows] == [(0, len(P) - 1, "replanned")]
+    assert not _bones_in_box(sk, P, box).any()
+    assert all(o.status == "repositioned" and o.reason == "stepped aside" for o in outcomes)
+    for o in outcomes:
+        fr = slice(o.phase.start, o.phase.end + 1)
+        e = o.phase.effector
+        drift = np.linalg.norm(P[fr, e] - P[o.phase.middle, e], axis=-1).max()
+        assert drift <= np.linalg.norm(motion[fr, e] - motion[o.phase.middle, e], axis=-1).max() + 0.01
+        assert np.abs(P[fr, e, 2] - motion[fr, e, 2]).max() < 0.02
+    assert _largest_step(P) <= max(1.5 * _largest_step(motion), 0.02 * binding.body_height)
+
+
+def test_what_a_plan_carries_is_steadied_inside_and_joins_the_adapted_motion_at_its_ends():
+    """``_steadied``: a one-frame jerk of the adapted motion away from the source (the solver's
+    push out of an obstacle where the body stood) is spread over the frames round it; a smooth
+    departure is kept; at a window's end inside the clip the carried motion is the adapted one."""
+    rng = np.random.default_rng(1)
+    F, J = 120, 4
+    source = np.cumsum(rng.normal(scale=0.01, size=(F, J, 3)), axis=0)
+    smooth = 0.05 * np.sin(np.arange(F) / 20.0)[:, None, None] * np.ones((1, J, 3))
+    jerk = np.zeros((F, J, 3))
+    jerk[60:, :, 2] = -0.013                                # 1.3 cm down in one frame, and staying
+    frames = np.arange(20, 100)
+    out = RP._steadied(source + smooth + jerk, source, frames)
+    steps = np.linalg.norm(np.diff(out - source[frames], axis=0), axis=-1)
+    assert steps.max() < 0.5 * 0.013
+    np.testing.assert_allclose(out[[0, -1]], (source + smooth + jerk)[frames[[0, -1]]], atol=1e-12)
+    kept = RP._steadied(source + smooth, source, frames)
+    assert np.abs(kept - (source + smooth)[frames]).max() < 1e-3
+    # The clip's own ends are not held to the adapted motion (no plan joins it there).
+    whole = RP._steadied(source + smooth + jerk, source, np.arange(F))
+    assert np.linalg.norm(np.diff(whole - source, axis=0), axis=-1).max() < 0.5 * 0.013
+
+
+def test_a_swing_leaves_its_stance_from_where_the_foot_stood_and_lands_where_it_will_stand():
+    """``_from_held``: between held places (a stance's foot), the carried swing is shifted by the gap
+    at either end, blended across: no jump as a stance ends or begins, the held frames untouched."""
+    n = 40
+    carried = np.stack([np.linspace(0.0, 1.0, n), np.zeros(n), np.zeros(n)], axis=1)
+    held = np.full((n, 3), np.nan)
+    held[:10] = carried[:10] + [0.0, 0.02, -0.013]          # the held foot 2 cm beside, 1.3 cm under
+    held[30:] = carried[30:] + [0.0, -0.01, 0.0]
+    out = RP._from_held(held, carried)
+    np.testing.assert_array_equal(out[:10], held[:10])
+    np.testing.assert_array_equal(out[30:], held[30:])
+    # No step longer than the carried swing's, give or take the blend over its 21 frames of the
+    # gaps (3.3 cm apart, and a carried step at either end): it leaves where the foot stood and
+    # lands where it will stand.
+    step = np.linalg.norm(np.diff(carried, axis=0), axis=1).max()
+    steps = np.linalg.norm(np.diff(out, axis=0), axis=1)
+    assert steps.max() < step + 1.5 * (0.033 + 2 * step) / 21
+    # A carried foot that jumps 3 cm as the stance ends (pushed by an obstacle) does not jump the
+    # swing: the jump is blended over the swing too.
+    jumpy = carried.copy()
+    jumpy[10:] += [0.0, 0.0, -0.03]
+    steps = np.linalg.norm(np.diff(RP._from_held(held, jumpy), axis=0), axis=1)
+    assert steps.max() < step + 1.5 * (0.063 + 2 * step) / 21
+    # Held where it is carried: the swing is the carried one, within a frame's step.
+    same = RP._from_held(np.where(np.isnan(held), np.nan, carried), carried)
+    assert np.linalg.norm(same - carried, axis=1).max() <= step + 1e-12
+
+
+def test_a_foot_carried_aside_asks_less_of_its_leg_than_the_middle_frame_s_place_while_the_way_aside_moves():
+    """``step_aside``: a stance carried whole (one place, no slide) while the plan's way aside still
+    moves (at the clip's start, 0.3 m further aside in its first half second, easing in): the
+    stance goes to the place whose worst frame asks least of the leg, where the middle frame's
+    place would ask the hip to stretch 2.9 cm past the longest the source ever stretches it to
+    that joint (the in-place clip stepping round a post: its foot stood 1.8 cm up); no stance
+    asks more than the middle frame's place would."""
+    from blender_reldesc.core.contacts import detect_contacts
+    sk, motion, binding, mesh, box, roles = walk_past_a_post("bvh", gait="in place", frames=90)
+    phases = detect_contacts(binding, fps=30.0)
+    feet = RP._feet(binding, phases)
+    F = len(motion)
+    t = np.clip(np.arange(F) / 15.0, 0.0, 1.0)
+    offset = np.zeros((F, 3))
+    offset[:, 1] = -0.4 + 0.3 * (1.0 - t * t * (3.0 - 2.0 * t))
+    plan = RP.RootPlan(np.arange(F), offset, np.zeros(F), 0, 0.0)
+    hips = int(np.flatnonzero(sk.parents < 0)[0])
+    slides, places = RP.step_aside(binding, mesh, phases, feet, motion, plan, hips, (0.0, 0.0, 1.0))
+    assert set(places) == feet
+
+    def excess(i, place):
+        ph = phases[i]
+        fr = np.arange(ph.start, ph.end + 1)
+        most = np.linalg.norm(motion[:, ph.limb.root] - motion[:, ph.effector], axis=1).max()
+        return np.linalg.norm(motion[fr, ph.limb.root] + offset[fr] - place, axis=1).max() - most
+
+    # A stance: a heel's phase and the toe's phase it overlaps, on one leg.
+    stances = {}
+    for i in sorted(feet, key=lambda i: phases[i].start):
+        key = (phases[i].limb.root, phases[i].start)
+        stances.setdefault(key, []).append(i)
+    first = None
+    for (leg, start), members in stances.items():
+        s0, e0 = start, max(phases[i].end for i in members)
+        middle = offset[(s0 + e0) // 2] * [1.0, 1.0, 0.0]
+        chosen = max(excess(i, places[i][0]) for i in members)
+        src = [motion[phases[i].middle, phases[i].effector] + (motion[np.arange(phases[i].start, phases[i].end + 1),
+               phases[i].effector] - motion[phases[i].middle, phases[i].effector]) + middle for i in members]
+        at_middle = max(excess(i, p) for i, p in zip(members, src))
+        assert chosen <= at_middle + 1e-9
+        if start == 0 and first is None:
+            first = (chosen, at_middle)
+    assert first is not None and first[1] > 0.02 and first[0] < 0.6 * first[1]

@@ -655,10 +655,12 @@ def _swing_to(rest, now):
     return np.eye(3) + s[:, None, None] * K + (1 - c)[:, None, None] * (K @ K)
 
 
-#: Gaits for ``locomotion``: a walk (each foot down 60 % of a cycle, one always down) and a run
-#: (down 35 %: both feet off the ground twice a cycle).
+#: Gaits for ``locomotion``: a walk (each foot down 60 % of a cycle, one always down), a run
+#: (down 35 %: both feet off the ground twice a cycle) and stepping in place (a walk's cycle, each
+#: foot lifted and set down where it stood: ``period`` seconds a cycle).
 GAITS = {"walk": dict(speed=1.1, stride=0.9, stance=0.6, drop=0.08, bob=0.02, lift=0.10),
-         "run": dict(speed=2.8, stride=2.0, stance=0.35, drop=0.12, bob=0.03, lift=0.18)}
+         "run": dict(speed=2.8, stride=2.0, stance=0.35, drop=0.12, bob=0.03, lift=0.18),
+         "in place": dict(speed=0.0, stride=0.0, stance=0.6, drop=0.04, bob=0.01, lift=0.06, period=1.2)}
 
 
 def locomotion(skeleton, offsets, roles, frames=150, fps=30.0, gait="walk", seed=0):
@@ -676,7 +678,7 @@ def locomotion(skeleton, offsets, roles, frames=150, fps=30.0, gait="walk", seed
     rng = np.random.default_rng(seed)
     F, J = frames, len(skeleton)
     t = np.arange(F) / fps
-    period = g["stride"] / g["speed"]
+    period = g.get("period") or g["stride"] / g["speed"]
     local = _posed_locals(skeleton, roles, t, "bent", rng, hz=1.0 / period)     # the body keeps the step's time
     rest = np.zeros((J, 3))
     for j in skeleton.order.tolist():

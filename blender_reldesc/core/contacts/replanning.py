@@ -85,6 +85,8 @@ SWING_HEIGHT = 0.1
 SWING_CLEAR = 0.02
 SWING_EASE = 4
 SWING_ROUNDS = 3
+#: Frames (Gaussian sigma) over which what a plan carries is steadied (``_steadied``).
+STEADY_SIGMA = 2.0
 #: Frames (a Gaussian's sigma) over which the knees' bend hint is smoothed (``_legs_by_ik``).
 KNEE_SMOOTH = 3.0
 #: The duck (``_ducked``): depths this many body heights apart (the planner's speed a frame at
@@ -776,6 +778,29 @@ def root_transforms(plan, positions, root, up):
     return r + np.einsum("nij,nkj->nki", R, positions[f] - r) + plan.offset[:, None]
 
 
+def _steadied(positions, source, frames, sigma=STEADY_SIGMA):
+    """(n,J,3) ``positions`` (F,J,3) over ``frames``, their departure from ``source`` smoothed over a
+    Gaussian of ``sigma`` frames, eased back to the unsmoothed at the window's ends within the clip
+    (where the plan joins the adapted motion). What a plan carries is the motion adapted with the
+    obstacle where it was: where the body stood in it, the solver's pushes out of it jerked the
+    hips (1.3 cm in a frame on the in-place clip with a post where it stands, against the source's
+    0.1), and a near-straight leg carried aside turned that into a 5 cm jump of its knee."""
+    F = len(positions)
+    d = positions[frames] - source[frames]
+    smooth = gaussian_filter1d(d, sigma, axis=0, mode="nearest")
+    n = len(frames)
+    ramp = np.ones(n)
+    edge = int(np.ceil(3 * sigma))
+    k = np.arange(n, dtype=float)
+    if frames[0] > 0:
+        ramp = np.minimum(ramp, k / edge)
+    if frames[-1] < F - 1:
+        ramp = np.minimum(ramp, (n - 1 - k) / edge)
+    ramp = np.clip(ramp, 0.0, 1.0)
+    ramp = (ramp * ramp * (3.0 - 2.0 * ramp))[:, None, None]
+    return source[frames] + d + ramp * (smooth - d)
+
+
 def _windows(phases, bad, F, pad=PAD, spans=(), free=None):
     """Merged frame windows (first, last) around the phases ``bad`` and the frame ``spans``
     (first, last), ``pad`` frames wider; with ``free`` (F,), each first widened to the frames
@@ -927,7 +952,9 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
     for (a, b), p in zip(windows, plans):
         if p is None:
             continue
-        moved = root_transforms(p, positions, body.pelvis, up)
+        steady = positions.copy()
+        steady[p.frames] = _steadied(positions, binding.motion, p.frames)
+        moved = root_transforms(p, steady, body.pelvis, up)
         pins[np.ix_(p.frames, trunk)] = moved[:, trunk]
         keep, _, foot = keep_rep(a, b)
         slides, places = step_aside(binding, mesh, phases, foot, positions, p, body.pelvis, up)
@@ -1019,15 +1046,21 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
                 knots.append((max(s, f0), min(e, f1), np.zeros(3)))
                 continue
             m = (s + e) // 2
-            k = m - f0
-            level = plan.offset[k] - (plan.offset[k] @ up) * up
-            R = _yaw_rot(plan.yaw[k:k + 1], up)[0]
-            r = positions[m, root]
-            # One level shift for the whole foot (where the turned body takes its first joint on
-            # the middle frame): turned too, the toe's tip, which follows the ankle, was torn 9 mm.
+            # One level shift for the whole foot: where the turned body takes its first joint on the
+            # middle frame (turned too, the toe's tip, which follows the ankle, was torn 9 mm);
+            # unless the body's way aside moves during the stance so far that the leg cannot reach
+            # the foot there on some frame, then the shift of the frame that asks least of the leg.
+            k = np.arange(s, e + 1) - f0
+            level = plan.offset[k] - np.outer(plan.offset[k] @ up, up)
+            R = _yaw_rot(plan.yaw[k], up)
+            r = positions[s:e + 1, root]
             x_m = positions[m, phases[members[0]].effector]
-            shift = r + (x_m - r) @ R.T + level - x_m
-            shift -= (shift @ up) * up
+            each = r + np.einsum("nij,nj->ni", R, x_m - r) + level - x_m
+            each -= np.outer(each @ up, up)
+            shift = each[m - s]
+            beyond = _beyond_reach(binding.motion, positions, phases, members, leg, r, R, level, s, each)
+            if beyond[m - s] > 0.0:
+                shift = each[int(np.argmin(beyond))]
             carried, ok = {}, True
             for i in members:
                 ph = phases[i]
@@ -1083,6 +1116,26 @@ def step_aside(binding, mesh, phases, foot, positions, plan, root, up):
     return slides, places
 
 
+def _beyond_reach(source, positions, phases, members, leg, r, R, level, s, shifts):
+    """(k,) for each candidate level shift ``shifts`` (k,3) of a stance (its phases ``members``, from
+    frame ``s``), how far past the leg's reach the foot would be on its worst frame: the distance
+    from the hip (``leg``, the limb's root, as the plan takes it: about the root ``r`` (n,3) turned
+    by ``R`` (n,3,3) and moved by ``level`` (n,3)) to each phase's held place shifted, less the
+    longest the source ever stretches that hip to that joint. The in-place clip stands seven
+    seconds while the body's way aside round a post moves 0.14 m: shifted as the middle frame has
+    it, the foot was out of the leg's reach at the stance's start and stood 1.8 cm up."""
+    hip = r + np.einsum("nij,nj->ni", R, positions[s:s + len(r), leg] - r) + level
+    worst = np.full(len(shifts), -np.inf)
+    for i in members:
+        ph = phases[i]
+        src = source[ph.start:ph.end + 1, ph.effector]
+        place = positions[ph.middle, ph.effector] + (src - src[ph.middle - ph.start])
+        most = np.linalg.norm(source[:, leg] - source[:, ph.effector], axis=1).max()
+        d = hip[ph.start - s:ph.end + 1 - s][None] - place[None] - shifts[:, None]
+        worst = np.maximum(worst, np.linalg.norm(d, axis=-1).max(axis=1) - most)
+    return worst
+
+
 def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=None, mesh=None):
     """§7.3's per-limb IK for the legs over ``frames``: from the moved hip to the ankle where it
     is held in one of its contact ``phases``, or elsewhere where the plan carries it (down with
@@ -1129,7 +1182,7 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
         # between its heel's and its toe's phases stays where it is: carried, planted samples
         # fell from 100 to 88 % on a real clip), all of it from twice that.
         slide = (slides or {}).get(int(chain[0]), np.zeros((len(frames), 3)))
-        base = np.where(np.isnan(held), positions[frames, ankle] + slide, held)
+        base = _from_held(held, positions[frames, ankle] + slide)
         stand = binding.motion[:, ankle, 2].min()
         share = np.clip((base[:, 2] - stand) / (SWING_HEIGHT * H) - 1.0, 0.0, 1.0)[:, None]
         swing = base + share * (moved[:, ankle] - positions[frames, ankle] - slide)
@@ -1179,6 +1232,26 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
             held_j = pins[frames, j]
             pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - base))
         pins[frames, ankle] = a_new
+
+
+def _from_held(held, carried):
+    """(n,3) ``held`` (n,3) where it is a place (not NaN), ``carried`` (n,3) elsewhere, plus, on each
+    run of frames between held places, the gap between the held place next to it and ``carried`` on
+    its first and last frames, blended from one end to the other (smoothstep): the swing leaves a stance from where the foot
+    stood and lands where it will stand (gaps taken on the swing's own frames: where the
+    carried foot jumps as the stance ends, the swing does not). Without it, where the adapted foot had been pushed about
+    by an obstacle the held one is not, the ankle jumped 1.7 cm as its stance ended and the knee of
+    the near-straight leg 7.9 cm (the in-place clip with a post where it stands)."""
+    out = np.where(np.isnan(held), carried, held)
+    free = np.isnan(held[:, 0])
+    n = len(held)
+    for a, b in runs(free):
+        g0 = held[a - 1] - carried[a] if a > 0 else np.zeros(3)
+        g1 = held[b + 1] - carried[b] if b < n - 1 else np.zeros(3)
+        u = (np.arange(a, b + 1) - a + 1) / (b - a + 2)
+        u = (u * u * (3.0 - 2.0 * u))[:, None]
+        out[a:b + 1] += (1.0 - u) * g0 + u * g1
+    return out
 
 
 def _limb_points(hip, knee, ankle, foot):

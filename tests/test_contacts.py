@@ -750,3 +750,86 @@ def test_a_foot_is_set_where_its_toe_lands_on_a_surface_too():
     V, T, _ = S.merge(ground, stone)
     low = shifts + [0.0, 0.0, -0.3]                         # the same shifts, down on the ground
     assert _carried_supported(TriMesh(V, T), [foot, toe], foot, sk, low + [1.0, 0.0, 0.0], up, 0.026).all()
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_stance_held_past_its_stone_s_edge_is_brought_back_onto_it_toes_and_all(convention):
+    """``_stances_held`` (issue 36, point 1: no foot left hanging): a stance held where the moved
+    stone's descriptors pulled it comes back level towards the source's place by the least tenth of
+    the way that has the heel and the toe it carries stand on the stone, 0.01 body heights inside
+    its edges (a real walk's toe held 2 cm past its stone's edge, 0.33 m over the ground, for 22
+    frames; another, held on the edge, slid off on 9); a place on the stone already stays; a foot
+    with nothing under it where the source stands on a stone hangs (``_hangs``)."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=150)
+    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
+    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
+    binding = bind(sk, motion, TriMesh(V, T))
+    phases = detect_contacts(binding, fps=30.0)
+    H, up, eps0 = binding.body_height, np.array([0.0, 0.0, 1.0]), 0.015 * binding.body_height
+    heels = [ph for ph in phases if ph.name in feet and R._carried_by(sk, phases, ph) and 40 <= ph.middle <= 110]
+    assert heels
+    ph = heels[0]
+    fr = np.arange(ph.start, ph.end + 1)
+    src = motion[fr, ph.effector]
+    out = R._supported_toward(binding, binding.mesh, phases, ph, src + [0.04, 0.25, 0.0], up, eps0)
+    shift = out[0] - src[0]
+    np.testing.assert_allclose(out - src, np.broadcast_to(shift, src.shape), atol=1e-12)
+    # Back along the way it came, not all the way: the least tenth that stands.
+    k = 10.0 * (1.0 - np.linalg.norm(shift) / np.linalg.norm([0.04, 0.25]))
+    assert abs(k - round(k)) < 1e-9 and 0 < round(k) < 10
+    np.testing.assert_allclose(np.cross(shift, [0.04, 0.25, 0.0]), 0.0, atol=1e-12)
+    ring = R.STAND_MARGIN * H * np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])
+    for q in [ph] + R._carried_by(sk, phases, ph):
+        pts = motion[q.start:q.end + 1, q.effector] + shift
+        assert R._stands_on(binding.mesh, (pts[:, None] + ring).reshape(-1, 3), q.clearance, up, eps0).all()
+    farther = src + shift + 0.1 * np.r_[0.04, 0.25, 0.0]
+    toe = R._carried_by(sk, phases, ph)[0]
+    toe_pts = motion[toe.start:toe.end + 1, toe.effector] + (farther[0] - src[0])
+    assert not (R._stands_on(binding.mesh, (src[:, None] + (farther[0] - src[0]) + ring).reshape(-1, 3), ph.clearance,
+                             up, eps0).all() and
+                R._stands_on(binding.mesh, (toe_pts[:, None] + ring).reshape(-1, 3), toe.clearance, up, eps0).all())
+    # Standing on the stone already: kept where it is.
+    near = src + [0.01, 0.0, 0.0]
+    np.testing.assert_array_equal(R._supported_toward(binding, binding.mesh, phases, ph, near, up, eps0), near)
+    # Hanging: the heel's place 0.25 m aside, over the ground 0.3 m below; not at the source's.
+    P = motion.copy()
+    assert not R._hangs(binding, binding.mesh, P, ph, up, eps0)
+    P[fr, ph.effector] += [0.04, 0.25, 0.0]
+    assert R._hangs(binding, binding.mesh, P, ph, up, eps0)
+
+
+def test_a_re_positioned_foot_is_set_inside_its_stone_s_edges_not_on_them():
+    """``plan_repositioning`` (issue 36, point 1): the place chosen for a foot is moved towards its
+    triangle's centre by the least quarter of the way that has the foot and the toe it carries
+    stand 0.01 body heights inside the surface's edges (on the in-place clip a foot set on the
+    neighbouring stone 2 mm inside its edge stood its joint 6 mm past it, over the ground, for 13
+    frames); a place inside already stays."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, off, roles = S.convention_rig("bvh")
+    motion = S.locomotion(sk, off, roles, frames=150)
+    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
+    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
+    mesh = TriMesh(V, T)
+    binding = bind(sk, motion, mesh)
+    phases = detect_contacts(binding, fps=30.0)
+    H, up = binding.body_height, np.array([0.0, 0.0, 1.0])
+    ph = next(ph for ph in phases if ph.name in feet and 40 <= ph.middle <= 110)
+    # Of the candidate places on the stone tops near the heel, the one farthest out along +y (a
+    # triangle's corner pulled 10 % in: about 6 mm from the stone's edge).
+    _, _, tri, bary = R.candidate_points(mesh, ph.middle, up, with_ids=True)
+    pts = np.einsum("kj,kjd->kd", bary, V[mesh.triangles[tri]])
+    on_top = (np.abs(pts[:, 2] - (ph.position[2])) < 1e-6) & (np.linalg.norm((pts - ph.position)[:, :2], axis=1) < 0.3)
+    edge = np.flatnonzero(on_top)[np.argmax(pts[on_top, 1])]
+    point, b = R._inside_edges(mesh, phases, ph, sk, ph.middle, int(tri[edge]), bary[edge], up, H)
+    ring = R.STAND_MARGIN * H * np.array([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, -1.0, 0]])
+    shift = point - ph.position
+    for q in [ph] + R._carried_by(sk, phases, ph):
+        assert R._stands_on(mesh, q.position + q.clearance * up + shift + ring, q.clearance, up, 0.015 * H).all()
+    assert point[1] < pts[edge, 1] and np.isclose(point[2], pts[edge, 2])
+    np.testing.assert_allclose(b.sum(), 1.0)
+    centre = np.flatnonzero(on_top & np.all(np.isclose(bary, 1.0 / 3.0), axis=1))
+    c = centre[np.argmin(np.linalg.norm(pts[centre] - ph.position, axis=1))]
+    point, b = R._inside_edges(mesh, phases, ph, sk, ph.middle, int(tri[c]), bary[c], up, H)
+    np.testing.assert_array_equal(b, bary[c])

@@ -1122,7 +1122,7 @@ def _beyond_reach(source, positions, phases, members, leg, r, R, level, s, shift
     from the hip (``leg``, the limb's root, as the plan takes it: about the root ``r`` (n,3) turned
     by ``R`` (n,3,3) and moved by ``level`` (n,3)) to each phase's held place shifted, less the
     longest the source ever stretches that hip to that joint. The in-place clip stands seven
-    seconds while the body's way aside round a post moves 0.14 m: shifted as the middle frame has
+    seconds while the body's way aside round a post moves 0.15 m: shifted as the middle frame has
     it, the foot was out of the leg's reach at the stance's start and stood 1.8 cm up."""
     hip = r + np.einsum("nij,nj->ni", R, positions[s:s + len(r), leg] - r) + level
     worst = np.full(len(shifts), -np.inf)
@@ -1235,13 +1235,14 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
 
 
 def _from_held(held, carried):
-    """(n,3) ``held`` (n,3) where it is a place (not NaN), ``carried`` (n,3) elsewhere, plus, on each
-    run of frames between held places, the gap between the held place next to it and ``carried`` on
-    its first and last frames, blended from one end to the other (smoothstep): the swing leaves a stance from where the foot
-    stood and lands where it will stand (gaps taken on the swing's own frames: where the
-    carried foot jumps as the stance ends, the swing does not). Without it, where the adapted foot had been pushed about
-    by an obstacle the held one is not, the ankle jumped 1.7 cm as its stance ended and the knee of
-    the near-straight leg 7.9 cm (the in-place clip with a post where it stands)."""
+    """(n,3) ``held`` (n,3) where it is a place (not NaN), ``carried`` (n,3) elsewhere, plus, on
+    each run of frames between held places, the gap between the held place next to it and
+    ``carried`` on its first and last frames, blended from one end to the other (smoothstep): the
+    swing leaves a stance from where the foot stood and lands where it will stand (gaps taken on
+    the swing's own frames: where the carried foot jumps as the stance ends, the swing does not).
+    Without it, where the adapted foot had been pushed about by an obstacle the held one is not,
+    the ankle jumped 1.7 cm as its stance ended and the knee of the near-straight leg 7.9 cm (the
+    in-place clip with a post where it stands)."""
     out = np.where(np.isnan(held), carried, held)
     free = np.isnan(held[:, 0])
     n = len(held)

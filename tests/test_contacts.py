@@ -759,7 +759,7 @@ def test_a_stance_held_past_its_stone_s_edge_is_brought_back_onto_it_toes_and_al
     the way that has the heel and the toe it carries stand on the stone, 0.01 body heights inside
     its edges (a real walk's toe held 2 cm past its stone's edge, 0.33 m over the ground, for 22
     frames; another, held on the edge, slid off on 9); a place on the stone already stays; a foot
-    with nothing under it where the source stands on a stone hangs (``_hangs``)."""
+    with nothing under it where the source stands on a stone hangs (``_hanging``)."""
     from blender_reldesc.core.contacts import repositioning as R
     sk, off, roles = S.convention_rig(convention)
     motion = S.locomotion(sk, off, roles, frames=150)
@@ -795,9 +795,9 @@ def test_a_stance_held_past_its_stone_s_edge_is_brought_back_onto_it_toes_and_al
     np.testing.assert_array_equal(R._supported_toward(binding, binding.mesh, phases, ph, near, up, eps0), near)
     # Hanging: the heel's place 0.25 m aside, over the ground 0.3 m below; not at the source's.
     P = motion.copy()
-    assert not R._hangs(binding, binding.mesh, P, ph, up, eps0)
+    assert not R._hanging(binding, binding.mesh, P, [ph], up, eps0)[0]
     P[fr, ph.effector] += [0.04, 0.25, 0.0]
-    assert R._hangs(binding, binding.mesh, P, ph, up, eps0)
+    assert R._hanging(binding, binding.mesh, P, [ph], up, eps0)[0]
 
 
 def test_a_re_positioned_foot_is_set_inside_its_stone_s_edges_not_on_them():

@@ -665,17 +665,24 @@ def _stones_under_plants(motion, skeleton, feet, size=(0.34, 0.34, 0.3)):
     return V, T, ranges, plants
 
 
-def _stone_moved_under_a_walk(convention, which):
-    """A generated walk of ``convention`` over ``_stones_under_plants``, bound, the stone under
-    plant ``which(plants)`` moved 1 m sideways and adapted with contacts: ``(motion, mesh,
-    moved mesh, result, outcomes)``."""
+def _walk_over_stones(convention):
+    """A generated walk of ``convention`` (150 frames) over ``_stones_under_plants``, bound, its
+    contacts detected: ``(skeleton, motion, feet, vertices, ranges, plants, mesh, binding,
+    phases)``."""
     sk, off, roles = S.convention_rig(convention)
     motion = S.locomotion(sk, off, roles, frames=150)
     feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
     V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
     mesh = TriMesh(V, T)
     binding = bind(sk, motion, mesh)
-    phases = detect_contacts(binding, fps=30.0)
+    return sk, motion, feet, V, ranges, plants, mesh, binding, detect_contacts(binding, fps=30.0)
+
+
+def _stone_moved_under_a_walk(convention, which):
+    """A generated walk of ``convention`` over ``_stones_under_plants``, bound, the stone under
+    plant ``which(plants)`` moved 1 m sideways and adapted with contacts: ``(motion, mesh,
+    moved mesh, result, outcomes)``."""
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
     a, b = ranges[1 + which(plants)]
     moved = V.copy()
     moved[a:b] += [0.0, 1.0, 0.0]
@@ -761,12 +768,7 @@ def test_a_stance_held_past_its_stone_s_edge_is_brought_back_onto_it_toes_and_al
     frames; another, held on the edge, slid off on 9); a place on the stone already stays; a foot
     with nothing under it where the source stands on a stone hangs (``_hanging``)."""
     from blender_reldesc.core.contacts import repositioning as R
-    sk, off, roles = S.convention_rig(convention)
-    motion = S.locomotion(sk, off, roles, frames=150)
-    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
-    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
-    binding = bind(sk, motion, TriMesh(V, T))
-    phases = detect_contacts(binding, fps=30.0)
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
     H, up, eps0 = binding.body_height, np.array([0.0, 0.0, 1.0]), 0.015 * binding.body_height
     heels = [ph for ph in phases if ph.name in feet and R._carried_by(sk, phases, ph) and 40 <= ph.middle <= 110]
     assert heels
@@ -800,20 +802,15 @@ def test_a_stance_held_past_its_stone_s_edge_is_brought_back_onto_it_toes_and_al
     assert R._hanging(binding, binding.mesh, P, [ph], up, eps0)[0]
 
 
-def test_a_re_positioned_foot_is_set_inside_its_stone_s_edges_not_on_them():
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_re_positioned_foot_is_set_inside_its_stone_s_edges_not_on_them(convention):
     """``plan_repositioning`` (issue 36, point 1): the place chosen for a foot is moved towards its
     triangle's centre by the least quarter of the way that has the foot and the toe it carries
     stand 0.01 body heights inside the surface's edges (on the in-place clip a foot set on the
     neighbouring stone 2 mm inside its edge stood its joint 6 mm past it, over the ground, for 13
     frames); a place inside already stays."""
     from blender_reldesc.core.contacts import repositioning as R
-    sk, off, roles = S.convention_rig("bvh")
-    motion = S.locomotion(sk, off, roles, frames=150)
-    feet = tuple(sk.names[j] for j, r in enumerate(roles) if r in ("foot.L", "foot.R"))
-    V, T, ranges, plants = _stones_under_plants(motion, sk, feet)
-    mesh = TriMesh(V, T)
-    binding = bind(sk, motion, mesh)
-    phases = detect_contacts(binding, fps=30.0)
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
     H, up = binding.body_height, np.array([0.0, 0.0, 1.0])
     ph = next(ph for ph in phases if ph.name in feet and 40 <= ph.middle <= 110)
     # Of the candidate places on the stone tops near the heel, the one farthest out along +y (a

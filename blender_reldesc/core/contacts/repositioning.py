@@ -1038,6 +1038,13 @@ def _carried_supported(mesh, phases, ph, sk, shifts, up, eps0):
     return ok
 
 
+def _edge_ring(up, H):
+    """(4,3) level offsets ``STAND_MARGIN`` body heights (``H``) long, two by two opposite, square
+    to the unit ``up``: a point stands that far inside a surface's edges when it stands at each."""
+    side = normalize(np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0]))
+    return STAND_MARGIN * H * np.array([side, -side, np.cross(up, side), -np.cross(up, side)])
+
+
 def _inside_edges(mesh, phases, ph, sk, f, tri, bary, up, H):
     """``(point (3,), bary (3,))``: the chosen surface point of phase ``ph`` (``tri``, ``bary`` on
     frame ``f``), moved towards its triangle's centre by the least quarter of the way that has the
@@ -1048,8 +1055,7 @@ def _inside_edges(mesh, phases, ph, sk, f, tri, bary, up, H):
     if mesh.animated:
         return bary @ corners, bary
     up = normalize(np.asarray(up, float))
-    side = normalize(np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0]))
-    ring = STAND_MARGIN * H * np.array([side, -side, np.cross(up, side), -np.cross(up, side)])
+    ring = _edge_ring(up, H)
     for t in (0.0, 0.25, 0.5, 0.75, 1.0):
         b = bary + t * (1.0 / 3.0 - bary)
         shift = b @ corners - ph.position
@@ -1261,8 +1267,7 @@ def _supported_toward(binding, mesh, phases, ph, place, up, eps0, steps=10):
     fr = np.arange(ph.start, ph.end + 1)
     shift = place[ph.middle - ph.start] - motion[ph.middle, ph.effector]
     level = shift - (shift @ up) * up
-    side = normalize(np.cross(up, [1.0, 0.0, 0.0] if abs(up[0]) < 0.9 else [0.0, 1.0, 0.0]))
-    ring = STAND_MARGIN * H * np.array([side, -side, np.cross(up, side), -np.cross(up, side)])
+    ring = _edge_ring(up, H)
     parts = []
     for q in [ph] + _carried_by(sk, phases, ph):
         pts = motion[q.start:q.end + 1, q.effector]

@@ -830,3 +830,77 @@ def test_a_re_positioned_foot_is_set_inside_its_stone_s_edges_not_on_them(conven
     c = centre[np.argmin(np.linalg.norm(pts[centre] - ph.position, axis=1))]
     point, b = R._inside_edges(mesh, phases, ph, sk, ph.middle, int(tri[c]), bary[c], up, H)
     np.testing.assert_array_equal(b, bary[c])
+
+
+def _heights(mesh, points, reach):
+    """(N,) each point's height over the upward surface straight under it, looked for from
+    ``reach`` above it (inf: none)."""
+    from blender_reldesc.core.geometry.rays import RayCaster
+    points = np.asarray(points, float).reshape(-1, 3)
+    d, tri = RayCaster.of(mesh).cast(points + [0.0, 0.0, reach], np.broadcast_to([0.0, 0.0, -1.0], points.shape))
+    return np.where(tri >= 0, d - reach, np.inf)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_foot_eased_down_a_step_leaves_its_stone_over_it_not_through_it(convention):
+    """``_swing_clear`` (issue 36, point 1): a foot re-positioned to the ground 0.3 m down where its
+    stone was is eased down from the frame it leaves the stone before; the ease took its toe
+    through that stone's top (on a real walk 2.4 cm under it, and the free limbs kept out of it then
+    lifted the toe 2.7 cm on the frames before). As it leaves, the swing keeps over what is under it
+    the height the source's had over its own, up to the contact tolerance; the phase's own frames,
+    and the frames after the swing has left, are untouched."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    H, up = binding.body_height, np.array([0.0, 0.0, 1.0])
+    eps0, reach = 0.015 * H, 0.05 * H
+    k = len(plants) // 2
+    ph = next(p for p in phases if p.name == plants[k][0] and p.start <= plants[k][2] and p.end >= plants[k][1])
+    a, b = ranges[1 + k]
+    moved = V.copy()
+    moved[a:b] += [0.0, 1.0, 0.0]
+    deformed = mesh.with_vertices(moved)
+    pins = np.full(motion.shape, np.nan)
+    span = R._pin_phase(pins, sk, motion, motion, ph, ph.position - 0.3 * up, phases)
+    frames, blend, joints = span
+    before = pins.copy()
+    leaving = frames[(blend < 1.0) & (frames < ph.start)]
+    shape = (len(leaving), len(joints))
+    need = np.minimum(np.maximum(_heights(mesh, motion[np.ix_(leaving, joints)], reach), 0.0), eps0).reshape(shape)
+    gap = lambda p: _heights(deformed, p[np.ix_(leaving, joints)], reach).reshape(shape) - need   # noqa: E731
+    assert gap(before).min() < -0.01                 # the ease alone goes into the stone it leaves
+    R._swing_clear(binding, deformed, pins, span, up, eps0)
+    lifted = np.flatnonzero(np.nan_to_num(np.abs(pins - before)).max(axis=(1, 2)) > 0)
+    first = np.flatnonzero(gap(before).min(axis=1) < 0)
+    assert gap(pins)[: first.max() + 1].min() >= -1e-6
+    changed = pins[lifted] - before[lifted]          # straight up, the foot and its toes together
+    np.testing.assert_allclose(changed[..., :2][~np.isnan(changed[..., :2])], 0.0, atol=1e-12)
+    eased = frames[blend < 1.0]
+    assert len(lifted) and np.isin(lifted, eased).all() and not ((lifted >= ph.start) & (lifted <= ph.end)).any()
+    np.testing.assert_array_equal(np.isnan(pins), np.isnan(before))
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_place_held_on_the_source_s_own_motion_leaves_its_toes_where_they_stand(convention):
+    """``_pin_phase`` with a place that is the source's motion shifted (``_stances_held``): after the
+    phase, while the toe it carries is still down, the foot follows the source shifted by that same
+    shift, so the toe stands where the source's toe stands, shifted. It was shifted from the
+    place's last frame less the source's middle: the heel's roll over the phase then moved a real
+    walk's toe 3 mm, past the edge of the stone it stood on."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    ph = next(p for p in phases if p.name in feet and 40 <= p.middle <= 110 and R._carried_by(sk, phases, p))
+    from dataclasses import replace
+    fr = np.arange(ph.start, ph.end + 1)
+    # The toe stays down 4 frames after its heel's phase, and the heel rises 1 cm over the phase's
+    # second half, as a real foot rolls (a generated one lifts heel and toe at once).
+    toe = replace(R._carried_by(sk, phases, ph)[0], end=ph.end + 4)
+    phases = [toe if q.effector == toe.effector and q.start == toe.start else q for q in phases]
+    motion = motion.copy()
+    motion[ph.middle:, ph.effector, 2] += np.minimum(np.arange(len(motion) - ph.middle) / (ph.end - ph.middle), 1.0) * 0.01
+    for shift in (np.zeros(3), np.array([0.03, -0.02, 0.0])):
+        pins = np.full(motion.shape, np.nan)
+        R._pin_phase(pins, sk, motion, motion, ph, motion[fr, ph.effector] + shift, phases, travel=True)
+        after = np.arange(ph.end + 1, toe.end + 1)
+        assert len(after)
+        np.testing.assert_allclose(pins[after, toe.effector], motion[after, toe.effector] + shift, atol=1e-12)
+        np.testing.assert_allclose(pins[fr, ph.effector], motion[fr, ph.effector] + shift, atol=1e-12)

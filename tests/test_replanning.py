@@ -504,3 +504,26 @@ def test_a_foot_carried_aside_asks_less_of_its_leg_than_the_middle_frame_s_place
         if start == 0 and first is None:
             first = (chosen, at_middle)
     assert first is not None and first[1] > 0.02 and first[0] < 0.6 * first[1]
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_contact_the_plan_holds_is_held_where_it_stands_not_where_it_slid(convention):
+    """``replanning._held_place`` (issue 36, point 1): the plan held each contact in its window where
+    the adapted motion had it, slid or not (a real walk's toe, still down as its heel rose, slid
+    2.6 cm off its stone's edge on the last frames of its phase, and the plan kept it there). Where
+    the adapted contact departs from the source's own motion over the phase by more than
+    ``SLIDE_HOLD`` body heights, it is held at its place at the phase's middle plus the source's
+    motion from there; within that, exactly where it was."""
+    from blender_reldesc.core.contacts.repositioning import SLIDE_HOLD, detect_contacts
+    sk, off, roles = S.convention_rig(convention)
+    motion = S.locomotion(sk, off, roles, frames=120)
+    binding = bind(sk, motion, TriMesh(*S.grid(8.0, 8.0, 8, 8, origin=(-4.0, -4.0), z=float(motion[..., 2].min()))))
+    ph = next(p for p in detect_contacts(binding, fps=30.0) if p.limb is not None and p.end - p.start >= 8)
+    H, e, m = binding.body_height, ph.effector, ph.middle
+    fr = np.arange(ph.start, ph.end + 1)
+    P = motion + [0.05, 0.0, 0.0]                       # moved whole: held where it is
+    np.testing.assert_array_equal(RP._held_place(binding, P, ph, fr), P[fr, e])
+    P[fr[-3:], e] += [0.0, 2.0 * SLIDE_HOLD * H, 0.0]   # its last frames slid
+    np.testing.assert_allclose(RP._held_place(binding, P, ph, fr), motion[fr, e] + [0.05, 0.0, 0.0], atol=1e-12)
+    tail = fr[-5:]                                       # a window holding only part of the phase
+    np.testing.assert_allclose(RP._held_place(binding, P, ph, tail), motion[tail, e] + [0.05, 0.0, 0.0], atol=1e-12)

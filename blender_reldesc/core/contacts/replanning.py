@@ -921,7 +921,7 @@ def replan_windows(binding, mesh, phases, outcomes, result, pins, bad, up=(0.0, 
             elif outcomes[i].status in ("valid", "repositioned"):
                 if ph.limb is None and ph.effector != body.pelvis:
                     continue                             # a knee resting: the legs' IK places it
-                keep.append((ph.limb, fr, positions[fr, ph.effector], i in feet))
+                keep.append((ph.limb, fr, _held_place(binding, positions, ph, fr), i in feet))
             else:
                 continue
             if i in feet:
@@ -1232,6 +1232,20 @@ def _legs_by_ik(sk, binding, positions, moved, frames, pins, phases=(), slides=N
             held_j = pins[frames, j]
             pins[frames, j] = np.where(np.isnan(held_j), positions[frames, j] + shift, held_j + (a_new - base))
         pins[frames, ankle] = a_new
+
+
+def _held_place(binding, positions, ph, frames):
+    """(n,3) where a contact the plan holds stands over ``frames``: where ``positions`` have it,
+    or, where that slides off the source's own motion over the phase by more than
+    ``SLIDE_HOLD`` body heights, where they have it at the phase's middle plus the source's motion
+    from there (a real walk's toe, still down as its heel rose, slid 2.6 cm off its stone's edge
+    on the last frames of its phase; the plan held it there)."""
+    from .repositioning import SLIDE_HOLD
+    e, m, motion = ph.effector, ph.middle, binding.motion
+    want = positions[m, e] + motion[frames, e] - motion[m, e]
+    if np.linalg.norm(positions[frames, e] - want, axis=1).max() <= SLIDE_HOLD * binding.body_height:
+        return positions[frames, e]
+    return want
 
 
 def _from_held(held, carried):

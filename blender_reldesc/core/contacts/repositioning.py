@@ -942,6 +942,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
             p, n = contact_point(mesh, ph, m)
             target = track(mesh, ph.triangle, ph.bary, ph.clearance, np.arange(ph.start, ph.end + 1))
             span = _pin_phase(pins, sk, positions, motion, ph, target, phases)
+            _swing_clear(binding, mesh, pins, span, up, 0.015 * H)
             moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, p - ph.position))
             outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, p, int(ph.triangle), "pins", span)
             continue
@@ -1013,6 +1014,7 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         point, bary = _inside_edges(mesh, phases, ph, sk, m, int(cand_tri[chosen]), cand_bary[chosen], up, H)
         span = _pin_phase(pins, sk, positions, motion, ph, track(mesh, cand_tri[chosen], bary,
                                                                  ph.clearance, np.arange(ph.start, ph.end + 1)), phases)
+        _swing_clear(binding, mesh, pins, span, up, 0.015 * H)
         moved.append((set(_subtree(sk, ph.effector).tolist()), ph.start, ph.end, point - ph.position))
         outcomes[i] = Outcome(ph, "repositioned", reason, ph.position, point, int(cand_tri[chosen]), "pins",
                               span)
@@ -1227,7 +1229,7 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
             continue
         # Eased on and off: pinned straight at its place, a foot the moved stone had pulled
         # 0.28 m jumped back at the phase's ends.
-        _pin_phase(held, sk, P, motion, ph, want, phases, travel=True)
+        _swing_clear(binding, mesh, held, _pin_phase(held, sk, P, motion, ph, want, phases, travel=True), up, eps0)
         n += 1
     return held if n else None
 
@@ -1712,6 +1714,12 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
     path = np.broadcast_to(target, (ph.end - ph.start + 1, 3)) if target.ndim == 1 else target
     shift = path[ph.middle - ph.start] - motion[ph.middle, eff]
     shift_in, shift_out = path[0] - motion[ph.middle, eff], path[-1] - motion[ph.middle, eff]
+    # A held place that is the source's own motion shifted (``_stances_held``) is left by the toes
+    # it carries at that shift: shifted from its last place less the source's middle, the heel's
+    # roll over the phase moved a real walk's toe 3 mm, past the edge of the stone it stood on.
+    src = motion[ph.start:ph.end + 1, eff]
+    if np.abs((path - src) - shift).max() <= 1e-9 * max(1.0, float(np.abs(src).max())):
+        shift_in = shift_out = shift
     way = float(np.linalg.norm(shift))
     if travel:
         way = max(way, float(np.linalg.norm(positions[ph.start, eff] - path[0])),
@@ -1812,3 +1820,62 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
         held_frames += inner[:-1].tolist()
         held_w += w[:-1].tolist()
     return np.array(held_frames, np.int64), np.array(held_w), np.r_[eff, below].astype(np.int64)
+
+
+def _swing_clear(binding, mesh, pins, span, up, eps0):
+    """Raise an eased swing (``_pin_phase``'s ``span``: its frames eased, blend < 1) where it goes
+    nearer a surface under it than the source's went over its own, up to ``eps0``: a foot stepping
+    down 0.3 m to the ground where its stone was is taken down from its first eased frame, and
+    its toe, still over the stone it leaves, went 2.4 cm under its top (the free limbs kept out
+    of it then lifted that toe 2.7 cm on the frames before). The effector and what hangs below it
+    rise together, by the most any of them needs, smoothed over the frames (the swing's way off
+    an edge does not drop in one frame). ``pins`` changed in place; a static ``mesh`` only."""
+    from scipy.ndimage import gaussian_filter1d, maximum_filter1d
+    from ..geometry.rays import RayCaster
+    frames, blend, joints = span
+    if mesh.animated or not len(frames) or np.all(blend >= 1.0):
+        return
+    up = normalize(np.asarray(up, float))
+    order = np.argsort(frames, kind="stable")
+    frames, blend = np.asarray(frames)[order], np.asarray(blend, float)[order]
+    eased = blend < 1.0
+    fe = frames[eased]
+    reach = 0.05 * binding.body_height                 # how far under a surface a point is still "on" it
+    down = np.broadcast_to(-up, (len(fe) * len(joints), 3))
+
+    def heights(m, points):
+        d, tri = RayCaster.of(m).cast(points.reshape(-1, 3) + reach * up, down)
+        h = np.full(len(d), np.inf)
+        hit = tri >= 0
+        if hit.any():
+            a, b, c = (m.frame(0)[m.triangles[tri[hit], k]] for k in range(3))
+            facing = normalize(np.cross(b - a, c - a)) @ up > 0.5
+            h[np.flatnonzero(hit)[facing]] = d[hit][facing] - reach
+        return h.reshape(len(fe), len(joints))
+
+    now = pins[np.ix_(fe, joints)]
+    if np.isnan(now).any():
+        return
+    source = heights(binding.mesh, binding.motion[np.ix_(fe, joints)])
+    need = np.minimum(np.maximum(source, 0.0), eps0)
+    lift = np.maximum(need - heights(mesh, now), 0.0).max(axis=1)
+    # Only as it leaves: the run of frames from each eased stretch's first (the foot coming off
+    # the contact before, or off this one) on which it would go in. Farther on, the way down
+    # may cut a stone's corner; lifted there, the foot dropped 17 cm in its last frame before
+    # landing (the source's foot 12 cm at most).
+    runs = np.flatnonzero(np.diff(np.r_[False, eased, False].astype(np.int8)) == 1)
+    keep = np.zeros(len(fe), bool)
+    starts = np.searchsorted(frames[eased], frames[runs])
+    for s in starts:
+        e = s
+        while e < len(fe) and lift[e] > 0.0 and (e == s or fe[e] == fe[e - 1] + 1):
+            e += 1
+        keep[s:e] = True
+    lift = np.where(keep, lift, 0.0)
+    if not lift.any():
+        return
+    full = np.zeros(len(frames))
+    full[eased] = lift
+    full = np.maximum(full, gaussian_filter1d(maximum_filter1d(full, 5, mode="nearest"), 1.0, mode="nearest"))
+    full[~eased] = 0.0
+    pins[np.ix_(frames[eased], joints)] += full[eased][:, None, None] * up

@@ -904,3 +904,50 @@ def test_a_place_held_on_the_source_s_own_motion_leaves_its_toes_where_they_stan
         assert len(after)
         np.testing.assert_allclose(pins[after, toe.effector], motion[after, toe.effector] + shift, atol=1e-12)
         np.testing.assert_allclose(pins[fr, ph.effector], motion[fr, ph.effector] + shift, atol=1e-12)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_stances_on_unmoved_stones_stay_put_when_nothing_is_re_positioned(convention):
+    """``_stances_held(unmoved_only=True)`` (issue 36, point 1): a stone moved 0.2 m sideways keeps
+    its foot (the contact follows it, valid) and nothing is re-positioned, yet its descriptors
+    dragged the feet on the other stones 8 cm off their places (on a real walk 18-20 cm, 0.4 m
+    over the ground past their stones' edges, every check passed by the edge). Those stand where
+    the source's do; every phase stays valid and no frame steps farther than 1.2x the source's."""
+    from blender_reldesc.core.contacts.repositioning import contact_point, largest_step
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    a, b = ranges[1 + len(plants) // 2]
+    moved = V.copy()
+    moved[a:b] += [0.0, 0.2, 0.0]
+    deformed = mesh.with_vertices(moved)
+    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=30.0)
+    assert all(o.status == "valid" for o in outcomes)
+    unmoved = [ph for ph in phases if np.linalg.norm(contact_point(deformed, ph, ph.middle)[0] - ph.position) < 1e-9]
+    assert len(unmoved) >= len(phases) - 4
+    for ph in unmoved:
+        fr = np.arange(ph.start, ph.end + 1)
+        assert np.linalg.norm(result.positions[fr, ph.effector] - motion[fr, ph.effector], axis=1).max() < 1e-3, ph.name
+    assert largest_step(result.positions) <= 1.2 * largest_step(motion)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_hold_that_makes_a_contact_slide_is_not_kept(convention):
+    """``_held_trial`` (issue 36, point 1): a hold is kept only if no valid contact then slides over
+    its phase farther than it did, or than ``SLIDE_HOLD`` body heights (a standing walker's toe,
+    held at the source's places under its heel's four steps, slid 18 cm between them). A hold on
+    the source's own places is kept."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    plain = adapt(binding, mesh)
+    outcomes = [R.Outcome(ph, "valid", None, ph.position, None) for ph in phases]
+    ph = next(p for p in phases if p.name in feet and 40 <= p.middle <= 110)
+    H = binding.body_height
+    assert R._slides(motion, plain.positions, [ph]).max() < 1e-6
+    held = np.full(motion.shape, np.nan)
+    fr = np.arange(ph.start, ph.end + 1)
+    held[fr, ph.effector] = motion[fr, ph.effector]
+    kept = R._held_trial(binding, mesh, plain, outcomes, held, None, (0.0, 0.0, 1.0), {}, 0.015 * H, False)
+    assert kept is not None
+    late = fr[fr > ph.middle]
+    held[late, ph.effector] += [0.0, 2.0 * R.SLIDE_HOLD * H, 0.0]
+    assert R._slides(motion, np.where(np.isnan(held), plain.positions, held), [ph])[0] > 1.9 * R.SLIDE_HOLD * H
+    assert R._held_trial(binding, mesh, plain, outcomes, held, None, (0.0, 0.0, 1.0), {}, 0.015 * H, False) is None

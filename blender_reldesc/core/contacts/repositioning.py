@@ -1151,6 +1151,12 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
                                    for w in pinned.root_windows]
     elif reposition and pins is not None:
         result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
+    elif reposition and not mesh.animated:
+        # Nothing re-positioned, and yet a stone moved from under no foot drags the feet on its
+        # neighbours by its descriptors (a real walk's two feet 18-20 cm, 0.4 m over the ground
+        # past their stones' edges, every check passed by the edge): those on supports that did
+        # not move are held at the source's places.
+        result, _ = _stances_held(binding, mesh, result, outcomes, None, distance, up, options, unmoved_only=True)
     if result.root_windows is None:
         result.root_windows = []
     return result, outcomes
@@ -1163,7 +1169,7 @@ SLIDE_HOLD = 0.01
 STAND_MARGIN = 0.01
 
 
-def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options):
+def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, unmoved_only=False):
     """Valid contacts that slide held where they stand: ``(result, pins)``.
 
     Re-positioning a contact changes the motion around it, and the descriptors of the surface
@@ -1177,16 +1183,19 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options):
     balance (``_recentre``); failing that, or with other proportions, where it stands at the
     phase's middle, following the source's own motion over the phase (a heel that rolls keeps
     rolling). Each way is kept only if no valid contact then fails its check, no re-positioned
-    one leaves its surface and no frame steps farther than the limit. Product decision (the
-    paper has no such step): documented in the README."""
+    one leaves its surface and no frame steps farther than the limit. ``unmoved_only``: only the
+    contacts whose own surface did not move, held at the source's places (with no contact
+    re-positioned; a rigid move of the whole scene holds none, so it still moves the motion
+    rigidly). Product decision (the paper has no such step): documented in the README."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)
     options = {k: v for k, v in options.items() if k != "pins"}
     if pins is None:
         pins = np.full(result.positions.shape, np.nan)
     same_body = np.allclose(result.bone_lengths, sk.bone_lengths(motion), rtol=1e-9, atol=1e-9 * H)
-    for at_source in ((True, False) if same_body else (False,)):
-        held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up)
+    ways = (True,) if unmoved_only else (True, False)
+    for at_source in (ways if same_body else () if unmoved_only else (False,)):
+        held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up, unmoved_only)
         if held is None:
             continue
         for e in options.get("embeddings", ()):         # where a re-embedded limb is carried, not pins
@@ -1198,9 +1207,21 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options):
     return result, pins
 
 
-def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0, 1.0)):
+def _slides(motion, positions, phases):
+    """(len(phases),) how far each phase's effector in ``positions`` slides over its frames
+    against the source's own motion, from where it is at the phase's middle."""
+    out = np.zeros(len(phases))
+    for k, ph in enumerate(phases):
+        e, m = ph.effector, ph.middle
+        d = (positions[ph.start:ph.end + 1, e] - positions[m, e]) - (motion[ph.start:ph.end + 1, e] - motion[m, e])
+        out[k] = float(np.linalg.norm(d, axis=1).max())
+    return out
+
+
+def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0, 1.0), unmoved_only=False):
     """``pins`` with the valid phases that depart from their place, or hang where the source
-    stands, held (``_stances_held``); None when none does."""
+    stands, held (``_stances_held``); None when none does. ``unmoved_only``: only those whose
+    own surface did not move (with ``at_source``)."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     phases = [o.phase for o in outcomes]
     held = pins.copy()
@@ -1213,7 +1234,10 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
             continue
         fr = np.arange(ph.start, ph.end + 1)
         e, m = ph.effector, ph.middle
-        if at_source and np.linalg.norm(contact_point(mesh, ph, m)[0] - ph.position) < eps0:
+        unmoved = np.linalg.norm(contact_point(mesh, ph, m)[0] - ph.position) < eps0
+        if unmoved_only and not (at_source and unmoved):
+            continue
+        if at_source and unmoved:
             want = motion[fr, e]
         else:
             want = P[m, e] + (motion[fr, e] - motion[m, e])
@@ -1308,7 +1332,12 @@ def _held_trial(binding, mesh, result, outcomes, held, distance, up, options, ep
             trial, held, worse = again, pinned, []
     limit = max(largest_step(result.positions), JUMP_RATIO * largest_step(motion), 0.02 * H)
     lost = any(o.status == "repositioned" and not landed(trial.positions, mesh, o.phase, eps0, up) for o in outcomes)
-    if worse or lost or largest_step(trial.positions) > limit + 1e-12:
+    # Nor may a valid contact slide more (over SLIDE_HOLD): held at the source's places under
+    # its heel's four steps, a standing walker's toe, between them, slid 18 cm.
+    valid = [o.phase for o in outcomes if o.status == "valid"]
+    slid = max(_slides(motion, result.positions, valid).max(initial=0.0), SLIDE_HOLD * H)
+    if worse or lost or largest_step(trial.positions) > limit + 1e-12 or \
+            _slides(motion, trial.positions, valid).max(initial=0.0) > slid + 1e-9:
         return None
     trial.root_windows = result.root_windows
     return trial, held

@@ -1253,7 +1253,9 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
             continue
         # Eased on and off: pinned straight at its place, a foot the moved stone had pulled
         # 0.28 m jumped back at the phase's ends.
-        _swing_clear(binding, mesh, held, _pin_phase(held, sk, P, motion, ph, want, phases, travel=True), up, eps0)
+        # (Not ``_swing_clear``: a held stance's ease is short, and lifted, a real walk's other
+        # contact slid 6 cm.)
+        _pin_phase(held, sk, P, motion, ph, want, phases, travel=True)
         n += 1
     return held if n else None
 
@@ -1858,7 +1860,9 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
     its toe, still over the stone it leaves, went 2.4 cm under its top (the free limbs kept out
     of it then lifted that toe 2.7 cm on the frames before). The effector and what hangs below it
     rise together, by the most any of them needs, smoothed over the frames (the swing's way off
-    an edge does not drop in one frame). ``pins`` changed in place; a static ``mesh`` only."""
+    an edge does not drop in one frame). ``pins`` changed in place; a static ``mesh`` only. For
+    re-positioned contacts (``plan_repositioning``); the held stances' short eases are left as
+    they are."""
     from scipy.ndimage import gaussian_filter1d, maximum_filter1d
     from ..geometry.rays import RayCaster
     frames, blend, joints = span

@@ -1229,16 +1229,13 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
     if unmoved_only:
         # Only those off the source's places are looked at (held there, the others would not
         # move): an undeformed scene casts no ray (the test cost a 1000-frame walk 0.3 s).
-        phases = [ph if o.status == "valid" and ph.limb is not None and
-                  np.abs(P[ph.start:ph.end + 1, ph.effector] - motion[ph.start:ph.end + 1, ph.effector]).max() > 1e-6 * H
-                  else None for o, ph in zip(outcomes, phases)]
-        if all(ph is None for ph in phases):
+        off = {id(ph) for o, ph in zip(outcomes, phases) if o.status == "valid" and ph.limb is not None and
+               np.abs(P[ph.start:ph.end + 1, ph.effector] - motion[ph.start:ph.end + 1, ph.effector]).max() > 1e-6 * H}
+        if not off:
             return None
-        looked = [ph for ph in phases if ph is not None]
-        hangs = dict(zip(map(id, looked), _hanging(binding, mesh, P, looked, up, eps0)))
-        outcomes = [o if ph is not None else replace(o, status="skipped") for o, ph in zip(outcomes, phases)]
-        phases = [o.phase for o in outcomes]
-        hangs.update({id(ph): False for ph in phases if id(ph) not in hangs})
+        looked = [ph for ph in phases if id(ph) in off]
+        hangs = dict.fromkeys(map(id, phases), False)
+        hangs.update(zip(map(id, looked), _hanging(binding, mesh, P, looked, up, eps0)))
     else:
         hangs = dict(zip(map(id, phases), _hanging(binding, mesh, P, phases, up, eps0)))
     # Limbs before what hangs below them: a foot held carries its toes' phases with it.
@@ -1248,6 +1245,8 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
             continue
         fr = np.arange(ph.start, ph.end + 1)
         e, m = ph.effector, ph.middle
+        if unmoved_only and id(ph) not in off:
+            continue
         unmoved = np.linalg.norm(contact_point(mesh, ph, m)[0] - ph.position) < eps0
         if unmoved_only and not (at_source and unmoved):
             continue

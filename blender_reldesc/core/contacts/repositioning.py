@@ -221,19 +221,27 @@ def _stands_on(mesh, points, clearance, up, eps0):
     out = np.zeros(len(points), bool)
     if mesh.animated or not len(points):
         return out
-    from ..geometry.rays import RayCaster
     up = normalize(np.asarray(up, float))
-    caster = RayCaster.of(mesh)
     # From a little above the sole, so a foot a hair inside its floor still finds it.
     clearance = np.broadcast_to(np.asarray(clearance, float), (len(points),))
     lift = clearance + 2.0 * eps0
-    dist, tri = caster.cast(points + (lift - clearance)[:, None] * up, np.broadcast_to(-up, points.shape))
+    dist, facing = _cast_down(mesh, points + (lift - clearance)[:, None] * up, up)
+    out[facing] = np.abs(dist[facing] - lift[facing]) <= eps0
+    return out
+
+
+def _cast_down(mesh, origins, up):
+    """``(distance (N,), facing (N,) bool)``: how far straight down (along the unit ``-up``) each
+    of ``origins`` (N,3) meets the static ``mesh`` (inf: nowhere), and whether what it meets faces
+    up (its normal within 60 degrees of ``up``)."""
+    from ..geometry.rays import RayCaster
+    dist, tri = RayCaster.of(mesh).cast(origins, np.broadcast_to(-up, origins.shape))
+    facing = np.zeros(len(dist), bool)
     hit = tri >= 0
     if hit.any():
         a, b, c = (mesh.frame(0)[mesh.triangles[tri[hit], k]] for k in range(3))
-        facing = normalize(np.cross(b - a, c - a)) @ up
-        out[hit] = (np.abs(dist[hit] - lift[hit]) <= eps0) & (facing > 0.5)
-    return out
+        facing[hit] = normalize(np.cross(b - a, c - a)) @ up > 0.5
+    return dist, facing
 
 
 def _closest_all(get, mesh, points):
@@ -1193,8 +1201,11 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, 
     if pins is None:
         pins = np.full(result.positions.shape, np.nan)
     same_body = np.allclose(result.bone_lengths, sk.bone_lengths(motion), rtol=1e-9, atol=1e-9 * H)
-    ways = (True,) if unmoved_only else (True, False)
-    for at_source in (ways if same_body else () if unmoved_only else (False,)):
+    if unmoved_only:
+        ways = (True,) if same_body else ()
+    else:
+        ways = (True, False) if same_body else (False,)
+    for at_source in ways:
         held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up, unmoved_only)
         if held is None:
             continue
@@ -1877,7 +1888,6 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
     re-positioned contacts (``plan_repositioning``); the held stances' short eases are left as
     they are."""
     from scipy.ndimage import gaussian_filter1d, maximum_filter1d
-    from ..geometry.rays import RayCaster
     frames, blend, joints = span
     if mesh.animated or not len(frames) or np.all(blend >= 1.0):
         return
@@ -1887,17 +1897,10 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
     eased = blend < 1.0
     fe = frames[eased]
     reach = 0.05 * binding.body_height                 # how far under a surface a point is still "on" it
-    down = np.broadcast_to(-up, (len(fe) * len(joints), 3))
 
     def heights(m, points):
-        d, tri = RayCaster.of(m).cast(points.reshape(-1, 3) + reach * up, down)
-        h = np.full(len(d), np.inf)
-        hit = tri >= 0
-        if hit.any():
-            a, b, c = (m.frame(0)[m.triangles[tri[hit], k]] for k in range(3))
-            facing = normalize(np.cross(b - a, c - a)) @ up > 0.5
-            h[np.flatnonzero(hit)[facing]] = d[hit][facing] - reach
-        return h.reshape(len(fe), len(joints))
+        d, facing = _cast_down(m, points.reshape(-1, 3) + reach * up, up)
+        return np.where(facing, d - reach, np.inf).reshape(len(fe), len(joints))
 
     now = pins[np.ix_(fe, joints)]
     if np.isnan(now).any():
@@ -1909,14 +1912,10 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
     # the contact before, or off this one) on which it would go in. Farther on, the way down
     # may cut a stone's corner; lifted there, the foot dropped 17 cm in its last frame before
     # landing (the source's foot 12 cm at most).
-    runs = np.flatnonzero(np.diff(np.r_[False, eased, False].astype(np.int8)) == 1)
-    keep = np.zeros(len(fe), bool)
-    starts = np.searchsorted(frames[eased], frames[runs])
-    for s in starts:
-        e = s
-        while e < len(fe) and lift[e] > 0.0 and (e == s or fe[e] == fe[e - 1] + 1):
-            e += 1
-        keep[s:e] = True
+    first = np.r_[True, np.diff(fe) != 1]              # where each eased stretch starts
+    keep = lift > 0.0
+    for k in np.flatnonzero(~first):
+        keep[k] &= keep[k - 1]
     lift = np.where(keep, lift, 0.0)
     if not lift.any():
         return

@@ -951,3 +951,96 @@ def test_a_hold_that_makes_a_contact_slide_is_not_kept(convention):
     held[late, ph.effector] += [0.0, 2.0 * R.SLIDE_HOLD * H, 0.0]
     assert R._slides(motion, np.where(np.isnan(held), plain.positions, held), [ph])[0] > 1.9 * R.SLIDE_HOLD * H
     assert R._held_trial(binding, mesh, plain, outcomes, held, None, (0.0, 0.0, 1.0), {}, 0.015 * H, False) is None
+
+
+def test_a_point_under_a_stone_is_covered_and_one_beside_or_on_it_is_not():
+    """``_covered`` (issue 36, point 1): re-positioning took the ground under a stone, beside its
+    side, for a foot's new support (a real standing walk's foot went 0.18 m into the stone: the
+    limb's collision test found the stone's side 2.5 cm away). Straight up, the first surface a
+    point inside a solid meets faces up; one in the open meets none, or one facing down."""
+    from blender_reldesc.core.contacts.repositioning import _covered
+    stone = S.box((0.0, 0.0, -0.15), (0.34, 0.34, 0.3), subdivisions=2)
+    ground = S.grid(4.0, 4.0, 20, 20, origin=(-2.0, -2.0), z=-0.3)
+    slab = S.box((1.0, 0.0, 0.5), (0.5, 0.5, 0.1))                # a table top 0.8 m over the ground
+    mesh = TriMesh(*S.merge(ground, stone, slab)[:2])
+    up = np.array([0.0, 0.0, 1.0])
+    points = np.array([[0.0, 0.0, -0.29],       # on the ground, under the stone's middle
+                       [0.16, 0.0, -0.23],      # under it, 1 cm inside its side
+                       [0.0, 0.16, -0.29],      # under it, 1 cm inside its other side
+                       [0.19, 0.0, -0.23],      # on the ground beside it
+                       [0.0, 0.0, 0.07],        # on its top
+                       [1.0, 0.0, -0.23]])      # on the ground under the table
+    assert _covered(mesh, points, up, 1.0).tolist() == [True, True, True, False, False, False]
+    assert not _covered(mesh, points, up, 0.2)[0]               # its top 0.29 m up: out of reach
+    assert not _covered(mesh.with_vertices(mesh.vertices[None].repeat(2, 0)), points, up, 1.0).any()
+
+
+def _hanging_after_a_stone_moved(convention):
+    """A generated walk over stones, the stone under a middle plant moved 1 m sideways, adapted
+    without re-positioning: its foot's phase unresolved, hanging where its descriptors put it.
+    ``(binding, motion, deformed, result, outcomes, phase index)``."""
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    k = len(plants) // 2
+    a, b = ranges[1 + k]
+    moved = V.copy()
+    moved[a:b] += [0.0, 1.0, 0.0]
+    deformed = mesh.with_vertices(moved)
+    result, outcomes = adapt_with_contacts(binding, deformed, phases=phases, fps=30.0, reposition=False)
+    i = next(i for i, p in enumerate(phases) if p.name == plants[k][0] and p.start <= plants[k][2]
+             and p.end >= plants[k][1])
+    return binding, motion, deformed, result, outcomes, i
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_foot_left_unresolved_is_set_down_on_a_surface_not_left_hanging(convention):
+    """``_set_down`` (issue 36, point 1: an unresolved phase's foot is never left hanging): a foot
+    whose stone moved away, no support found for it, stood where its descriptors put it, in the
+    air (a real walk's 0.37 m over the ground for 23 frames). It is set on the best reachable
+    surface and stands on it on every frame of its phase; the phase stays unresolved, with its
+    reason, and says where it was set down; no other contact fails, no frame steps over the
+    limit; an ignored phase is left where it was."""
+    from blender_reldesc.core.contacts import repositioning as R
+    binding, motion, deformed, result, outcomes, i = _hanging_after_a_stone_moved(convention)
+    H, up = binding.body_height, np.array([0.0, 0.0, 1.0])
+    eps0 = 0.015 * H
+    ph = outcomes[i].phase
+    assert outcomes[i].status == "unresolved" and not R.landed(result.positions, deformed, ph, eps0)
+    assert R._hanging(binding, deformed, result.positions, [ph], up, eps0)[0]
+    got, now = R._set_down(binding, deformed, result, outcomes, None, None, up, {})
+    assert R.landed(got.positions, deformed, ph, eps0)
+    assert now[i].status == "unresolved" and now[i].reason == outcomes[i].reason
+    assert now[i].new_position is not None and now[i].continuity == "pins"
+    checks = R.check_contacts(binding, got.positions, deformed, [o.phase for o in outcomes], got.bone_lengths)
+    for o, (ok, _) in zip(outcomes, checks):
+        assert ok or o.status != "valid", (o.phase.name, o.phase.start)
+    limit = max(R.largest_step(result.positions), R.JUMP_RATIO * R.largest_step(motion), 0.02 * H)
+    assert R.largest_step(got.positions) <= limit + 1e-12
+    _, left = R._set_down(binding, deformed, result, outcomes, None, None, up, {}, ignored={i})
+    assert left[i] is outcomes[i]
+    unresolved = {k for k, o in enumerate(outcomes) if o.status == "unresolved"}
+    same, left = R._set_down(binding, deformed, result, outcomes, None, None, up, {}, ignored=unresolved)
+    assert same is result and left == outcomes
+
+
+def test_a_candidate_as_capable_as_the_source_scores_as_well_as_a_straighter_one():
+    """``profile_score`` (Eq. 11, capped; issue 36, point 1): the paper's sum rewarded a straighter
+    leg without bound, and a foot whose stone moved went 0.3 m down to the ground rather than
+    onto the next stone's top where it stood, its leg as bent as the source's. A leg bent as the
+    source's scores as well as a straighter one; a weaker one, or one facing away, scores less."""
+    from blender_reldesc.core.contacts import fabrik, force_profile, profile_along, profile_score
+    chain = np.array([[0.0, 0.0, 0.9], [0.05, 0.0, 0.48], [0.0, 0.0, 0.08]])      # hip, knee, ankle
+    lengths = np.linalg.norm(np.diff(chain, axis=0), axis=1)
+    up = np.array([0.0, 0.0, 1.0])
+    source, axes = force_profile(chain, up)
+    goals = np.array([[0.0, 0.0, 0.08],      # where it stood: as bent
+                      [0.0, 0.0, 0.02],      # lower: straighter, more capable upwards
+                      [0.0, 0.0, 0.3],       # higher: more bent, weaker
+                      [0.0, 0.0, 0.08]])     # where it stood, on a wall facing sideways
+    normals = np.array([up, up, up, [1.0, 0.0, 0.0]])
+    bent = fabrik(chain, goals, lengths)
+    alpha = profile_along(bent, axes, normals)
+    assert alpha[1] @ source > alpha[0] @ source                # the paper's sum prefers the straighter
+    h1 = profile_score(alpha, source)
+    np.testing.assert_allclose(h1[0], source @ source, rtol=1e-9)
+    assert h1[1] == pytest.approx(h1[0], rel=1e-6)
+    assert h1[2] < h1[0] and h1[3] < h1[0]

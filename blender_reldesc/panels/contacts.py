@@ -37,9 +37,12 @@ class RELDESC_PT_contacts(_SubPanel, bpy.types.Panel):
             text = f"{r['effector']} {r['start']}-{r['end']} on {r.get('surface', '?')}"
             if r["status"] != "valid" or r.get("reason"):
                 text += f": {r['status']} ({r['reason']})"
-            if r.get("new_position") is not None:
+            if r.get("new_position") is not None and r["status"] == "unresolved":
+                # No support found: its foot set on the best reachable surface, not left hanging.
+                text += " set down at ({:.2f}, {:.2f}, {:.2f})".format(*r["new_position"])
+            elif r.get("new_position") is not None:
                 text += " -> ({:.2f}, {:.2f}, {:.2f})".format(*r["new_position"])
-            if r.get("continuity") == "pins":
+            if r.get("continuity") == "pins" and r["status"] == "repositioned":
                 text += " [pinned]"             # re-embedding did not hold: the fallback
             line.operator("reldesc.jump_to_frame", text=text, icon=icon).frame = r["start"]
             op = line.operator("reldesc.contact_flag", text="", icon='LOCKED' if r.get("lock") else 'UNLOCKED',

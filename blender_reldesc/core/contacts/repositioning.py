@@ -189,6 +189,20 @@ def profile_along(chain_positions, u, normal, friction=FRICTION):
     return out[0] if single else out
 
 
+def profile_score(alpha, source):
+    """h1 of Eq. 11 for candidates' capabilities ``alpha`` (C,3) along the source contact's axes,
+    whose own capabilities are ``source`` (3,): sum_i source_i min(alpha_i, source_i).
+
+    The paper sums source_i alpha_i, and means "higher if ... their lengths are similar": the sum
+    rewards capability beyond the source's without bound, so a straighter leg always wins. A
+    foot whose stone moved went 0.3 m down to the ground under the next stone (or beside it)
+    rather than onto that stone's top where it stood, its leg as bent as the source's (a real
+    walk's overlapping stones). Capped at the source's, a candidate that gives the source's
+    capability on every axis scores full, and the nearest such is taken (the 20 % buckets of
+    ``plan_repositioning``). Product decision, documented in the README."""
+    return np.minimum(alpha, source) @ source
+
+
 # --- detection (§4.2.2) ------------------------------------------------------------
 
 def _limb_samples(chain, ts=(0.25, 0.5, 0.75)):
@@ -242,6 +256,25 @@ def _cast_down(mesh, origins, up):
         a, b, c = (mesh.frame(0)[mesh.triangles[tri[hit], k]] for k in range(3))
         facing[hit] = normalize(np.cross(b - a, c - a)) @ up > 0.5
     return dist, facing
+
+
+def _covered(mesh, points, up, reach):
+    """(N,) whether each of ``points`` (N,3) is inside a solid of the static ``mesh``: straight up
+    (the unit ``up``), within ``reach``, the first surface it meets faces up, so it is met from
+    behind. The signed distance cannot tell: a point on the ground under a stone, beside its
+    side, is nearest the side (a hair inside it) or the stone's bottom, which lies on the ground.
+    An animated mesh: all False."""
+    points = np.asarray(points, float).reshape(-1, 3)
+    if mesh.animated or not len(points):
+        return np.zeros(len(points), bool)
+    from ..geometry.rays import RayCaster
+    up = normalize(np.asarray(up, float))
+    dist, tri = RayCaster.of(mesh).cast(points, np.broadcast_to(up, points.shape))
+    out = (tri >= 0) & (dist <= reach)
+    if out.any():
+        a, b, c = (mesh.frame(0)[mesh.triangles[tri[out], k]] for k in range(3))
+        out[out] = normalize(np.cross(b - a, c - a)) @ up > 0.0
+    return out
 
 
 def _closest_all(get, mesh, points):
@@ -974,13 +1007,18 @@ def plan_repositioning(binding, positions, mesh, phases, checks, lengths, locked
         near[near] = reach_excess(binding, limb, positions[m], root, goal[near], lengths[frames]) <= ROOT_SLACK * H
         # Not on the surface that failed: a candidate must stay on after the edit.
         pts, nrm, goal, cand_tri, cand_bary = pts[near], nrm[near], goal[near], cand_tri[near], cand_bary[near]
+        # Nor under another surface: the ground under a stone is a surface facing up in reach, and
+        # a foot set there is inside the stone (on a real standing stretch, 0.18 m into it; the
+        # limb's collision test misses it by the stone's side 2.5 cm away).
+        free = ~_covered(mesh, goal, up, ball)
+        pts, nrm, goal, cand_tri, cand_bary = pts[free], nrm[free], goal[free], cand_tri[free], cand_bary[free]
         if not len(pts):
             outcomes[i] = Outcome(ph, "unresolved", reason, ph.position, None)
             continue
         seg = lengths[m, limb.chain[1:]]
         chain_m = motion[m, limb.chain] - motion[m, limb.root] + root
         bents = fabrik(chain_m, goal, seg)                                    # every candidate at once
-        h1 = profile_along(bents, ph.axes, nrm, friction) @ ph.profile                        # Eq. 11
+        h1 = profile_score(profile_along(bents, ph.axes, nrm, friction), ph.profile)          # Eq. 11
         inside = reach_excess(binding, limb, positions[frames], roots, goal[:, None], lengths[frames]) <= ROOT_SLACK * H
         h2 = duration_score(inside, m - ph.start)                                             # Eq. 12-13
         h1n = h1 / max(np.abs(h1).max(), 1e-12)
@@ -1151,12 +1189,13 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         # The contacts that stay are held on the motion as carried: the re-embedded descriptors
         # ease in where the pins did, and the jump guard spreads their first step over the frames
         # before (a toe still down on its stone slid 4 cm off its edge there).
-        result, _ = _stances_held(binding, mesh, result, outcomes, used, distance, up,
-                                  {**options, "embeddings": embeddings})
+        result, used = _stances_held(binding, mesh, result, outcomes, used, distance, up,
+                                     {**options, "embeddings": embeddings})
         if result is not pinned and pinned.root_windows:           # re-embedded: the trunk measured again
             through = _through(binding, mesh, result.positions)
             result.root_windows = [replace(w, through=np.flatnonzero(through[w.start:w.end + 1]) + w.start)
                                    for w in pinned.root_windows]
+        pins, options = used, {**options, "embeddings": embeddings}
     elif reposition and pins is not None:
         result, pins = _stances_held(binding, mesh, result, outcomes, pins, distance, up, options)
     elif reposition and not mesh.animated:
@@ -1164,7 +1203,9 @@ def adapt_with_contacts(binding, mesh, *, reposition=True, effectors=None, locke
         # neighbours by its descriptors (a real walk's two feet 18-20 cm, 0.4 m over the ground
         # past their stones' edges, every check passed by the edge): those on supports that did
         # not move are held at the source's places.
-        result, _ = _stances_held(binding, mesh, result, outcomes, None, distance, up, options, unmoved_only=True)
+        result, pins = _stances_held(binding, mesh, result, outcomes, None, distance, up, options, unmoved_only=True)
+    if reposition and not mesh.animated and any(o.status == "unresolved" for o in outcomes):
+        result, outcomes = _set_down(binding, mesh, result, outcomes, pins, distance, up, options, ignored)
     if result.root_windows is None:
         result.root_windows = []
     return result, outcomes
@@ -1216,6 +1257,101 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, 
         if kept is not None:
             return kept
     return result, pins
+
+
+#: How far (body heights) a foot left unresolved over no surface is brought down to the surface
+#: under it (``_set_down``): a step down (0.3 m is 0.18 of a 1.7 m body), not a crouch.
+SET_DOWN = 0.25
+
+
+def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, ignored=()):
+    """Legs' contacts (feet, toes, a mannequin's balls) left unresolved that hang where the
+    source stands, set on a surface: ``(result, outcomes)``. ``ignored`` phases (indices) are
+    left alone.
+
+    A phase no support was found for (every candidate off balance, or none within reach) used to
+    be left where its descriptors put it: on a real walk whose stone moved, a foot stood 0.37 m
+    over the ground for 23 frames. It now goes, in this order, to where it is brought level
+    towards the source's place by the least tenth of the way that has it stand
+    (``_supported_toward``: a toe 5 mm past its stone's edge goes back onto it), or to the surface
+    straight under it, ``SET_DOWN`` body heights down at most, and level from there: the best
+    reachable surface point. It is held there as a held stance is (``_pin_phase``), all such
+    phases at once, else each alone, and kept only where it then stands on every frame and
+    ``_held_trial`` passes (no valid contact fails or slides more, no re-positioned one leaves
+    its surface, no new jump). The phase stays ``unresolved`` with its reason; its
+    ``new_position`` says where it was set down. Product decision (the paper leaves an
+    unresolved contact to the animator): documented in the README."""
+    from .workspace import on_leg
+    sk, motion, H = binding.skeleton, binding.motion, binding.body_height
+    eps0 = 0.015 * H if distance is None else float(distance)
+    up = normalize(np.asarray(up, float))
+    options = {k: v for k, v in options.items() if k != "pins"}
+    phases = [o.phase for o in outcomes]
+    P = result.positions
+    base = np.full(P.shape, np.nan) if pins is None else pins
+    todo = [i for i, o in enumerate(outcomes) if o.status == "unresolved" and o.phase.limb is not None
+            and i not in set(ignored) and on_leg(motion, o.phase.effector, H)]
+    if not todo:
+        return result, outcomes
+    todo = [i for i, h in zip(todo, _hanging(binding, mesh, P, [phases[i] for i in todo], up, eps0)) if h]
+    places = {}
+    for i in sorted(todo, key=lambda i: (len(_ancestors(sk, phases[i].effector)), phases[i].start)):
+        ph = phases[i]
+        e, m = ph.effector, ph.middle
+        fr = np.arange(ph.start, ph.end + 1)
+        place = P[m, e] + (motion[fr, e] - motion[m, e])
+        want = _supported_toward(binding, mesh, phases, ph, place, up, eps0)
+        if want is place:
+            dist, facing = _cast_down(mesh, place[m - ph.start][None] + 2.0 * eps0 * up, up)
+            drop = float(dist[0]) - 2.0 * eps0 - ph.clearance
+            if not (facing[0] and 0.0 < drop <= SET_DOWN * H):
+                continue
+            lower = place - drop * up
+            want = _supported_toward(binding, mesh, phases, ph, lower, up, eps0)
+            if want is lower and not _stands_on(mesh, lower, ph.clearance, up, eps0).all():
+                continue
+        places[i] = want
+    if not places:
+        return result, outcomes
+
+    def trial(chosen):
+        held, mine = base.copy(), np.zeros(P.shape[:2], bool)
+        for i in chosen:                              # feet before their toes (``places``' order)
+            ph = phases[i]
+            if mine[ph.start:ph.end + 1, ph.effector].any():
+                continue                              # carried by its foot, set down already
+            span = _pin_phase(held, sk, P, motion, ph, places[i], phases, travel=True)
+            _swing_clear(binding, mesh, held, span, up, eps0, arriving=True)
+            frames, _, joints = span
+            mine[np.ix_(frames, joints)] = True
+            # The root plan's IK pins on the limb give way where it is set down (they held the
+            # knee over the foot's place in the air; kept, the knee jumped 0.29 m into the phase).
+            held[np.ix_(frames, ph.limb.chain[1:-1])] = np.nan
+        for emb in options.get("embeddings", ()):      # where a re-embedded limb is carried, not pins
+            if emb.joints is not None:
+                held[np.ix_(emb.frames, emb.joints)] = base[np.ix_(emb.frames, emb.joints)]
+        kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, False)
+        if kept is None or not all(landed(kept[0].positions, mesh, phases[i], eps0, up) for i in chosen):
+            return None
+        return kept[0]
+
+    chosen = list(places)
+    got = trial(chosen)
+    if got is None:
+        chosen = []
+        for i in list(places)[:RECENTRE_TRIES]:
+            alone = trial(chosen + [i])
+            if alone is not None:
+                got, chosen = alone, chosen + [i]
+        if got is None:
+            return result, outcomes
+    outcomes = list(outcomes)
+    for i in chosen:
+        o, ph = outcomes[i], phases[i]
+        outcomes[i] = replace(o, new_position=got.positions[ph.middle, ph.effector] - ph.clearance * up,
+                              continuity="pins")
+    got.root_windows = result.root_windows
+    return got, outcomes
 
 
 def _slides(motion, positions, phases):
@@ -1877,7 +2013,7 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
     return np.array(held_frames, np.int64), np.array(held_w), np.r_[eff, below].astype(np.int64)
 
 
-def _swing_clear(binding, mesh, pins, span, up, eps0):
+def _swing_clear(binding, mesh, pins, span, up, eps0, arriving=False):
     """Raise an eased swing (``_pin_phase``'s ``span``: its frames eased, blend < 1) where it goes
     nearer a surface under it than the source's went over its own, up to ``eps0``: a foot stepping
     down 0.3 m to the ground where its stone was is taken down from its first eased frame, and
@@ -1886,7 +2022,9 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
     rise together, by the most any of them needs, smoothed over the frames (the swing's way off
     an edge does not drop in one frame). ``pins`` changed in place; a static ``mesh`` only. For
     re-positioned contacts (``plan_repositioning``); the held stances' short eases are left as
-    they are."""
+    they are. ``arriving``: the run of frames up to each eased stretch's last is raised too, and
+    a point inside a solid (``_covered``) out through its top (a foot set down on the ground
+    coming up onto the next stone went through its side; ``_set_down``)."""
     from scipy.ndimage import gaussian_filter1d, maximum_filter1d
     frames, blend, joints = span
     if mesh.animated or not len(frames) or np.all(blend >= 1.0):
@@ -1907,15 +2045,31 @@ def _swing_clear(binding, mesh, pins, span, up, eps0):
         return
     source = heights(binding.mesh, binding.motion[np.ix_(fe, joints)])
     need = np.minimum(np.maximum(source, 0.0), eps0)
-    lift = np.maximum(need - heights(mesh, now), 0.0).max(axis=1)
+    under = need - heights(mesh, now)
+    if arriving:
+        flat = now.reshape(-1, 3)
+        inside = _covered(mesh, flat, up, binding.body_height)
+        if inside.any():
+            from ..geometry.rays import RayCaster
+            depth = RayCaster.of(mesh).cast(flat[inside], np.broadcast_to(up, flat[inside].shape))[0]
+            out = np.full(len(flat), -np.inf)
+            out[inside] = depth
+            under = np.maximum(under, out.reshape(under.shape) + need)
+    lift = np.maximum(under, 0.0).max(axis=1)
     # Only as it leaves: the run of frames from each eased stretch's first (the foot coming off
     # the contact before, or off this one) on which it would go in. Farther on, the way down
     # may cut a stone's corner; lifted there, the foot dropped 17 cm in its last frame before
-    # landing (the source's foot 12 cm at most).
+    # landing (the source's foot 12 cm at most). ``arriving``: and as it comes, up to each stretch's last.
     first = np.r_[True, np.diff(fe) != 1]              # where each eased stretch starts
     keep = lift > 0.0
     for k in np.flatnonzero(~first):
         keep[k] &= keep[k - 1]
+    if arriving:
+        last = np.r_[np.diff(fe) != 1, True]
+        come = lift > 0.0
+        for k in np.flatnonzero(~last)[::-1]:
+            come[k] &= come[k + 1]
+        keep |= come
     lift = np.where(keep, lift, 0.0)
     if not lift.any():
         return

@@ -1044,3 +1044,23 @@ def test_a_candidate_as_capable_as_the_source_scores_as_well_as_a_straighter_one
     np.testing.assert_allclose(h1[0], source @ source, rtol=1e-9)
     assert h1[1] == pytest.approx(h1[0], rel=1e-6)
     assert h1[2] < h1[0] and h1[3] < h1[0]
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "mixamo"])
+def test_a_foot_set_down_under_a_re_embedded_limb_keeps_its_pins(convention):
+    """``_set_down`` where re-embedded descriptors carry the same joints (a real walk's toe left
+    unresolved under its re-embedded foot: the embedding's frames dropped the toe's pins and it
+    hung 7 frames): what is set down keeps its pins there, and lands. (The embedding here is fit
+    to the hanging pose itself; on the generated Unreal rig the other guards then refuse every
+    trial, and the foot is left as it was.)"""
+    from blender_reldesc.core.contacts import repositioning as R
+    from blender_reldesc.core.contacts.continuity import reembed_phase
+    binding, motion, deformed, result, outcomes, i = _hanging_after_a_stone_moved(convention)
+    H, up = binding.body_height, np.array([0.0, 0.0, 1.0])
+    ph = outcomes[i].phase
+    frames = np.arange(ph.start, ph.end + 1)
+    joints = R._subtree(binding.skeleton, ph.effector)
+    c = reembed_phase(binding, deformed, i, ph, result.positions, frames, joints, np.ones(len(frames)))
+    got, now = R._set_down(binding, deformed, result, outcomes, None, None, up, {"embeddings": [c.embedding]})
+    assert now[i].new_position is not None
+    assert R.landed(got.positions, deformed, ph, 0.015 * H)

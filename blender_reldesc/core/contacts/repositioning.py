@@ -1327,9 +1327,12 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
             # The root plan's IK pins on the limb give way where it is set down (they held the
             # knee over the foot's place in the air; kept, the knee jumped 0.29 m into the phase).
             held[np.ix_(frames, ph.limb.chain[1:-1])] = np.nan
-        for emb in options.get("embeddings", ()):      # where a re-embedded limb is carried, not pins
+        # Where a re-embedded limb is carried, not pins, but for what is set down here (a toe
+        # left unresolved under its re-embedded foot: its pins dropped there, it hung 7 frames).
+        for emb in options.get("embeddings", ()):
             if emb.joints is not None:
-                held[np.ix_(emb.frames, emb.joints)] = base[np.ix_(emb.frames, emb.joints)]
+                at = np.ix_(emb.frames, emb.joints)
+                held[at] = np.where(mine[at][..., None], held[at], base[at])
         kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, False)
         if kept is None or not all(landed(kept[0].positions, mesh, phases[i], eps0, up) for i in chosen):
             return None

@@ -244,37 +244,45 @@ def _stands_on(mesh, points, clearance, up, eps0):
     return out
 
 
+def _cast(mesh, origins, direction, up):
+    """``(distance (N,), cos (N,))``: how far along the unit ``direction`` each of ``origins``
+    (N,3) meets the static ``mesh`` (inf: nowhere), and the cosine of what it meets's normal with
+    the unit ``up`` (0 where nothing)."""
+    from ..geometry.rays import RayCaster
+    dist, tri = RayCaster.of(mesh).cast(origins, np.broadcast_to(direction, origins.shape))
+    cos = np.zeros(len(dist))
+    hit = tri >= 0
+    if hit.any():
+        a, b, c = (mesh.frame(0)[mesh.triangles[tri[hit], k]] for k in range(3))
+        cos[hit] = normalize(np.cross(b - a, c - a)) @ up
+    return dist, cos
+
+
 def _cast_down(mesh, origins, up):
     """``(distance (N,), facing (N,) bool)``: how far straight down (along the unit ``-up``) each
     of ``origins`` (N,3) meets the static ``mesh`` (inf: nowhere), and whether what it meets faces
     up (its normal within 60 degrees of ``up``)."""
-    from ..geometry.rays import RayCaster
-    dist, tri = RayCaster.of(mesh).cast(origins, np.broadcast_to(-up, origins.shape))
-    facing = np.zeros(len(dist), bool)
-    hit = tri >= 0
-    if hit.any():
-        a, b, c = (mesh.frame(0)[mesh.triangles[tri[hit], k]] for k in range(3))
-        facing[hit] = normalize(np.cross(b - a, c - a)) @ up > 0.5
-    return dist, facing
+    dist, cos = _cast(mesh, origins, -up, up)
+    return dist, cos > 0.5
+
+
+def _inside_depth(mesh, points, up, reach):
+    """(N,) how far up (along the unit ``up``) each of ``points`` (N,3) must go to leave the solid
+    of the static ``mesh`` it is inside, 0 where it is in none: straight up, within ``reach``,
+    the first surface it meets faces up, so it is met from behind. The signed distance cannot
+    tell: a point on the ground under a stone, beside its side, is nearest the side (a hair
+    inside it) or the stone's bottom, which lies on the ground. An animated mesh: all 0."""
+    points = np.asarray(points, float).reshape(-1, 3)
+    if mesh.animated or not len(points):
+        return np.zeros(len(points))
+    up = normalize(np.asarray(up, float))
+    dist, cos = _cast(mesh, points, up, up)
+    return np.where((dist <= reach) & (cos > 0.0), dist, 0.0)
 
 
 def _covered(mesh, points, up, reach):
-    """(N,) whether each of ``points`` (N,3) is inside a solid of the static ``mesh``: straight up
-    (the unit ``up``), within ``reach``, the first surface it meets faces up, so it is met from
-    behind. The signed distance cannot tell: a point on the ground under a stone, beside its
-    side, is nearest the side (a hair inside it) or the stone's bottom, which lies on the ground.
-    An animated mesh: all False."""
-    points = np.asarray(points, float).reshape(-1, 3)
-    if mesh.animated or not len(points):
-        return np.zeros(len(points), bool)
-    from ..geometry.rays import RayCaster
-    up = normalize(np.asarray(up, float))
-    dist, tri = RayCaster.of(mesh).cast(points, np.broadcast_to(up, points.shape))
-    out = (tri >= 0) & (dist <= reach)
-    if out.any():
-        a, b, c = (mesh.frame(0)[mesh.triangles[tri[out], k]] for k in range(3))
-        out[out] = normalize(np.cross(b - a, c - a)) @ up > 0.0
-    return out
+    """(N,) whether each of ``points`` is inside a solid (``_inside_depth``)."""
+    return _inside_depth(mesh, points, up, reach) > 0.0
 
 
 def _closest_all(get, mesh, points):
@@ -1250,9 +1258,7 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, 
         held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up, unmoved_only)
         if held is None:
             continue
-        for e in options.get("embeddings", ()):         # where a re-embedded limb is carried, not pins
-            if e.joints is not None:
-                held[np.ix_(e.frames, e.joints)] = pins[np.ix_(e.frames, e.joints)]
+        _keep_embedded(held, pins, options)
         kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, at_source)
         if kept is not None:
             return kept
@@ -1327,12 +1333,9 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
             # The root plan's IK pins on the limb give way where it is set down (they held the
             # knee over the foot's place in the air; kept, the knee jumped 0.29 m into the phase).
             held[np.ix_(frames, ph.limb.chain[1:-1])] = np.nan
-        # Where a re-embedded limb is carried, not pins, but for what is set down here (a toe
-        # left unresolved under its re-embedded foot: its pins dropped there, it hung 7 frames).
-        for emb in options.get("embeddings", ()):
-            if emb.joints is not None:
-                at = np.ix_(emb.frames, emb.joints)
-                held[at] = np.where(mine[at][..., None], held[at], base[at])
+        # But for what is set down here (a toe left unresolved under its re-embedded foot: its
+        # pins dropped there, it hung 7 frames).
+        _keep_embedded(held, base, options, mine)
         kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, False)
         if kept is None or not all(landed(kept[0].positions, mesh, phases[i], eps0, up) for i in chosen):
             return None
@@ -1355,6 +1358,15 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
                               continuity="pins")
     got.root_windows = result.root_windows
     return got, outcomes
+
+
+def _keep_embedded(held, base, options, mine=None):
+    """``held`` (pins, changed in place) given back ``base``'s where a re-embedded limb is carried
+    (``options['embeddings']``), not pins; but for the joints and frames ``mine`` (F,J) marks."""
+    for e in options.get("embeddings", ()):
+        if e.joints is not None:
+            at = np.ix_(e.frames, e.joints)
+            held[at] = base[at] if mine is None else np.where(mine[at][..., None], held[at], base[at])
 
 
 def _slides(motion, positions, phases):
@@ -2026,7 +2038,7 @@ def _swing_clear(binding, mesh, pins, span, up, eps0, arriving=False):
     an edge does not drop in one frame). ``pins`` changed in place; a static ``mesh`` only. For
     re-positioned contacts (``plan_repositioning``); the held stances' short eases are left as
     they are. ``arriving``: the run of frames up to each eased stretch's last is raised too, and
-    a point inside a solid (``_covered``) out through its top (a foot set down on the ground
+    a point inside a solid (``_inside_depth``) out through its top (a foot set down on the ground
     coming up onto the next stone went through its side; ``_set_down``)."""
     from scipy.ndimage import gaussian_filter1d, maximum_filter1d
     frames, blend, joints = span
@@ -2050,14 +2062,8 @@ def _swing_clear(binding, mesh, pins, span, up, eps0, arriving=False):
     need = np.minimum(np.maximum(source, 0.0), eps0)
     under = need - heights(mesh, now)
     if arriving:
-        flat = now.reshape(-1, 3)
-        inside = _covered(mesh, flat, up, binding.body_height)
-        if inside.any():
-            from ..geometry.rays import RayCaster
-            depth = RayCaster.of(mesh).cast(flat[inside], np.broadcast_to(up, flat[inside].shape))[0]
-            out = np.full(len(flat), -np.inf)
-            out[inside] = depth
-            under = np.maximum(under, out.reshape(under.shape) + need)
+        depth = _inside_depth(mesh, now, up, binding.body_height).reshape(under.shape)
+        under = np.where(depth > 0.0, np.maximum(under, depth + need), under)
     lift = np.maximum(under, 0.0).max(axis=1)
     # Only as it leaves: the run of frames from each eased stretch's first (the foot coming off
     # the contact before, or off this one) on which it would go in. Farther on, the way down

@@ -1064,3 +1064,103 @@ def test_a_foot_set_down_under_a_re_embedded_limb_keeps_its_pins(convention):
     got, now = R._set_down(binding, deformed, result, outcomes, None, None, up, {"embeddings": [c.embedding]})
     assert now[i].new_position is not None
     assert R.landed(got.positions, deformed, ph, 0.015 * H)
+
+
+def test_a_contact_held_in_place_stands_where_the_source_stood_and_moves_rigidly_with_its_surface():
+    """``held_path``: a toe standing past its stone's edge has the stone's side as its nearest
+    face. Held at the contact point plus the face normal times its clearance, a real walk's toe
+    went 3.7 cm out from the side and as low as the stone's top, off the stone; it was judged
+    unreachable 4 cm out of its workspace there too. Held at the source's offset from the contact
+    point, turned as the face turns: on the unmoved stone, the source's own path; with the stone
+    turned and moved rigidly, that path turned and moved with it."""
+    from types import SimpleNamespace
+    from blender_reldesc.core.contacts.repositioning import ContactPhase, held_path, track
+    V, T, _ = S.merge(S.box((0.0, 0.0, -0.15), (0.34, 0.34, 0.3), subdivisions=2))
+    mesh = TriMesh(V, T)
+    a, b, c = (V[T[:, k]] for k in range(3))
+    n = np.cross(b - a, c - a)
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    tri = int(np.flatnonzero(n[:, 0] > 0.99)[0])                        # a face of the +x side
+    bary = np.full(3, 1.0 / 3.0)
+    point = bary @ V[T[tri]]
+    F = 12
+    path = np.zeros((F, 1, 3))
+    path[:, 0] = [0.17 + 0.03, point[1], 0.035]                         # past the edge, over the top's level
+    path[:, 0, 0] += 0.002 * np.arange(F)                               # rolling a little
+    ph = ContactPhase(0, "toe", 0, F - 1, tri, bary, point, n[tri], 0.04, np.ones(3), np.eye(3))
+    binding = SimpleNamespace(motion=path, mesh=mesh)
+    frames = np.arange(F)
+    np.testing.assert_allclose(held_path(binding, mesh, ph, frames), path[:, 0], atol=1e-12)
+    assert np.linalg.norm(track(mesh, tri, bary, 0.04, frames) - path[:, 0], axis=1).min() > 0.03
+    turn = np.array([[np.cos(0.5), -np.sin(0.5), 0.0], [np.sin(0.5), np.cos(0.5), 0.0], [0.0, 0.0, 1.0]])
+    tilt = np.array([[1.0, 0.0, 0.0], [0.0, np.cos(0.2), -np.sin(0.2)], [0.0, np.sin(0.2), np.cos(0.2)]])
+    R, t = tilt @ turn, np.array([0.4, -1.0, 0.25])
+    moved = mesh.with_vertices(V @ R.T + t)
+    np.testing.assert_allclose(held_path(binding, moved, ph, frames), path[:, 0] @ R.T + t, atol=1e-9)
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_candidate_s_balance_is_judged_over_its_phase(convention):
+    """``_balance_judge`` (issue 36: balance judged for the whole phase): a foot's contact at the
+    source's own place, the body as the source's, keeps its balance; the same contact 0.6 m
+    sideways, where the body stands over it at no frame, loses it (judged with the feet's
+    contacts: the other contacts stand where they are, and a toe's left at its place would hold
+    the hull out to the body); and one that loses it only at the phase's middle frame (the
+    paper's test) does not lose it over the phase."""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    phases = [q for q in phases if q.name in feet]
+    ph = min((q for q in phases if q.name in feet), key=lambda q: abs(q.middle - len(motion) // 2))
+    limb, m, e = ph.limb, ph.middle, ph.effector
+    frames = np.arange(ph.start, ph.end + 1)
+    roots = motion[frames, limb.root]
+    lengths = sk.bone_lengths(motion)
+    masses = R._masses(binding)
+    up = np.array([0.0, 0.0, 1.0])
+    lost = R._balance_judge(binding, motion, phases, ph, roots, lengths, masses, up)
+    assert not lost(motion[m, e], motion[m, limb.chain])
+    side = np.cross(up, motion[-1, 0] - motion[0, 0])
+    side /= np.linalg.norm(side)
+    far = motion[m, e] + 0.6 * side
+    assert lost(far, R.fabrik(motion[m, limb.chain], far, lengths[m, limb.chain[1:]]))
+    # Lost at the middle frame only: the body there is pushed 0.6 m to the side.
+    pushed = motion.copy()
+    pushed[m] += 0.6 * side
+    pushed[m, limb.chain] = motion[m, limb.chain]
+    pushed[m, R._subtree(sk, e)] = motion[m, R._subtree(sk, e)]
+    on = [q.effector for q in phases if q.start <= m <= q.end]
+    then = R._balance_excess(R.centre_of_mass(sk, motion[m], masses), motion[m, on], up)
+    now = R._balance_excess(R.centre_of_mass(sk, pushed[m], masses), pushed[m, on], up)
+    assert now - then > 0.1 * binding.body_height                        # the paper's test: lost
+    at_middle = R._balance_judge(binding, pushed, phases, ph, roots, lengths, masses, up)
+    assert not at_middle(motion[m, e], motion[m, limb.chain])
+
+
+def test_a_stance_held_low_past_its_stone_s_edge_is_brought_back_at_the_source_s_height():
+    """``_supported_toward``: a toe the solve held 3.6 cm low and 3.5 cm past its stone's edge
+    (real walk 2400, stone 3) stood on no tenth of the way back at that height: every tenth was
+    too low over the stone, and it hung 4 frames. Brought back at the source's own height, it
+    stands on the stone; one held past the edge at the source's height is brought back as
+    before, by the least tenth of the way."""
+    from types import SimpleNamespace
+    from blender_reldesc.core import Skeleton
+    from blender_reldesc.core.contacts.repositioning import ContactPhase, _stands_on, _supported_toward
+    sk = Skeleton(["hips", "foot", "toe"], np.array([-1, 0, 1]))
+    V, T, _ = S.merge(S.box((0.0, 0.0, -0.15), (0.34, 0.34, 0.3), subdivisions=2))
+    mesh = TriMesh(V, T)
+    up, eps0, F = np.array([0.0, 0.0, 1.0]), 0.026, 10
+    motion = np.zeros((F, 3, 3))
+    motion[:, 0] = [0.0, 0.0, 0.9]
+    motion[:, 1] = [0.0, 0.0, 0.08]
+    motion[:, 2] = [0.155, 0.0, 0.035]                                   # 1.5 cm inside the edge
+    ph = ContactPhase(2, "toe", 0, F - 1, 0, np.ones(3) / 3, np.array([0.155, 0.0, 0.0]), up, 0.035,
+                      np.ones(3), np.eye(3))
+    binding = SimpleNamespace(skeleton=sk, motion=motion, body_height=1.75, mesh=mesh)
+    low = motion[:, 2] + [0.035, 0.0, -0.036]
+    assert not _stands_on(mesh, low, ph.clearance, up, eps0).any()
+    got = _supported_toward(binding, mesh, [ph], ph, low, up, eps0)
+    assert got is not low and _stands_on(mesh, got, ph.clearance, up, eps0).all()
+    np.testing.assert_allclose(got[:, 2], motion[:, 2, 2])                # at the source's height
+    level = motion[:, 2] + [0.035, 0.0, 0.0]
+    again = _supported_toward(binding, mesh, [ph], ph, level, up, eps0)
+    assert _stands_on(mesh, again, ph.clearance, up, eps0).all() and again[0, 0] > motion[0, 2, 0]

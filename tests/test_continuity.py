@@ -181,3 +181,45 @@ def test_dense_and_sparse_solves_agree(monkeypatch):
     sparse = reembedding.reembed(rows, desc, w, rel, target, d)
     np.testing.assert_allclose(dense.points, sparse.points, atol=1e-9)
     np.testing.assert_allclose(dense.rotations, sparse.rotations, atol=1e-9)
+
+
+@pytest.mark.parametrize("which", [[0], [2], [3], [1, 3]])
+def test_a_re_embedded_limb_leaves_no_valid_contact_sliding_farther_than_its_pins(stones, which):
+    # Re-embedded descriptors blended in and out over the frames the pins eased over: there the
+    # moved surface's own descriptors weigh in, and on a real standing stretch they swung the
+    # foot 0.35 m off its pinned path into its stone and the stances after it slid 10 and 17 cm.
+    # However the limb is carried, no valid contact slides farther than in the pinned motion
+    # (or 0.01 body heights) against the source's own motion over its phase.
+    from blender_reldesc.core.contacts.repositioning import SLIDE_HOLD, _slides
+    skel, motion, mesh, stone_list, binding = stones
+    deformed = _moved(mesh, stone_list, which)
+    pinned, outcomes, pins = _pinned(binding, deformed)
+    H = binding.body_height
+    result, out = carry(binding, deformed, pinned, outcomes, pins, None, 0.015 * H, (0.0, 0.0, 1.0), None, {})
+    assert any(o.continuity == "re-embedded" for o in out)
+    valid = [o.phase for o in outcomes if o.status == "valid"]
+    before = max(_slides(motion, pinned.positions, valid).max(), SLIDE_HOLD * H)
+    assert _slides(motion, result.positions, valid).max() <= before + 1e-9
+
+
+def test_a_carry_drags_when_a_valid_contact_slides_farther_than_pinned():
+    # ``_drags``: a valid contact that slides farther than in the pinned motion, past 0.01 body
+    # heights, drags; one moved whole (no slide), or a re-positioned one sliding, does not.
+    from types import SimpleNamespace
+    from blender_reldesc.core.contacts.continuity import _drags
+    from blender_reldesc.core.contacts.repositioning import ContactPhase, Outcome
+    F, H = 20, 1.7
+    motion = np.zeros((F, 2, 3))
+    binding = SimpleNamespace(motion=motion, body_height=H)
+    ph = ContactPhase(1, "foot", 4, 12, 0, np.ones(3) / 3, np.zeros(3), np.array([0.0, 0.0, 1.0]), 0.08,
+                      np.ones(3), np.eye(3))
+    valid = [Outcome(ph, "valid", None, ph.position, None)]
+    slid = motion.copy()
+    slid[4:13, 1, 0] = np.linspace(0.0, 0.06, 9)                       # 3 cm either side of its middle
+    assert _drags(binding, slid, motion, valid)
+    little = motion.copy()
+    little[4:13, 1, 0] = np.linspace(0.0, 0.02, 9)                     # within 0.01 body heights
+    assert not _drags(binding, little, motion, valid)
+    assert not _drags(binding, motion + [0.5, 0.0, 0.0], motion, valid)   # moved whole
+    assert not _drags(binding, slid, slid, valid)                       # as far as pinned
+    assert not _drags(binding, slid, motion, [Outcome(ph, "repositioned", None, ph.position, None)])

@@ -19,9 +19,9 @@ What this module does per re-positioned phase of a limb:
   unmoved descriptor starts exact;
 - the re-embedded descriptors replace the surface's for those joints only (the rest of the body
   keeps the bind's descriptors and follows through the solver), blended in and out over the
-  frames the pins eased over; when that does not hold up (below), over the phase only, the
-  pins' eases kept (a departure: blended back in, the moved surface's own descriptors pulled
-  the swing towards it);
+  frames the pins eased over; when that does not hold up (below) or makes a valid contact slide
+  farther than the pinned motion (``_drags``), over the phase only, the pins' eases kept (a
+  departure: blended back in, the moved surface's own descriptors pulled the swing towards it);
 - on the frames of the contact itself the effector (and what hangs below it) is held on its
   re-embedded target (``Reembedded.held``). Product decision: left soft, a planted foot stayed
   1.5-2.7 cm off its new support on the synthetic and the real walk, the hips (whose
@@ -145,6 +145,20 @@ def _spans(outcomes, candidates):
     return spans
 
 
+def _drags(binding, positions, pinned, outcomes):
+    """Whether a valid contact slides farther in ``positions`` than in ``pinned`` (the pinned
+    motion), past ``SLIDE_HOLD`` body heights, against the source's own motion over its phase.
+    Blended back in, the moved surface's own descriptors pull the swing towards it: on a real
+    standing stretch whose stone moved 1 m the foot swung 0.35 m off its pinned path into its
+    stone, and the stances after it slid 10 and 17 cm (1600, stone 3; pinned: 1 cm)."""
+    from .repositioning import SLIDE_HOLD, _slides
+    valid = [o.phase for o in outcomes if o.status == "valid"]
+    if not valid:
+        return False
+    before = max(float(_slides(binding.motion, pinned, valid).max()), SLIDE_HOLD * binding.body_height)
+    return bool(_slides(binding.motion, positions, valid).max() > before + 1e-9)
+
+
 def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, options, with_pins=False):
     """Replace the pins of re-positioned limbs by re-embedded descriptors where that holds up.
 
@@ -237,6 +251,8 @@ def carry(binding, mesh, result, outcomes, pins, user_pins, eps0, up, distance, 
             failed = {i for i, o in enumerate(outcomes) if o.status == "repositioned"
                       and not landed(trial.positions, mesh, o.phase, eps0, up)}
             broken = not all(ok for ok, _ in checks)
+            if eased and not failed and not broken and _drags(binding, trial.positions, result.positions, outcomes):
+                return None
             if not failed and not broken and largest_step(trial.positions) <= limit + 1e-12:
                 out = list(outcomes)
                 for i in conts:

@@ -1104,8 +1104,8 @@ def _balance_judge(binding, positions, phases, ph, roots, lengths, masses, up):
     judges a contact: at ``BALANCE_FRAMES`` frames of it, the centre of mass of the posture with
     the limb bent onto the candidate (what hangs below the effector carried along) against the
     hull of the candidate and the other contacts active then where they are, lost when more than
-    0.1 body heights farther out than the source's on most of them. The paper judges the middle frame; the issue asks for the whole
-    phase (a foot set where the body stood over it at the middle and left it at the ends)."""
+    0.1 body heights farther out than the source's on most of them. The paper judges the middle
+    frame; the issue asks for the whole phase."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     limb, m = ph.limb, ph.middle
     below = _subtree(sk, ph.effector)[1:]
@@ -1414,14 +1414,17 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
             return None
         return kept[0]
 
+    def tried(chosen):
+        """``trial`` alone, else with the same effectors' neighbouring contacts held."""
+        got = trial(chosen)
+        return trial(chosen, True) if got is None else got
+
     chosen = list(places)
-    got = trial(chosen)
-    got = trial(chosen, True) if got is None else got
+    got = tried(chosen)
     if got is None:
         chosen = []
         for i in list(places)[:RECENTRE_TRIES]:
-            alone = trial(chosen + [i])
-            alone = trial(chosen + [i], True) if alone is None else alone
+            alone = tried(chosen + [i])
             if alone is not None:
                 got, chosen = alone, chosen + [i]
         if got is None:
@@ -1564,8 +1567,8 @@ def _supported_toward(binding, mesh, phases, ph, place, up, eps0, steps=10):
     trials = [(margin, tenths) for margin in (ring, np.zeros((1, 3))) for tenths in (shifts[:1], shifts[1:])]
     # Then at the source's own height: a toe the solve held 3.6 cm low, 3.5 cm past its stone's
     # edge, stood on no tenth of the way back (real walk 2400, stone 3: it hung 4 frames).
-    trials += [(margin, level[None] - (np.arange(steps + 1) / steps)[:, None] * level)
-               for margin in (ring, np.zeros((1, 3)))] if abs(float(shift @ up)) > eps0 else []
+    if abs(float(shift @ up)) > eps0:
+        trials += [(margin, shifts - (shift @ up) * up) for margin in (ring, np.zeros((1, 3)))]
     for margin, tenths in trials:
         ok = np.ones(len(tenths), bool)
         for pts, c in parts:

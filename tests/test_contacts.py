@@ -1046,6 +1046,36 @@ def test_a_candidate_as_capable_as_the_source_scores_as_well_as_a_straighter_one
     assert h1[2] < h1[0] and h1[3] < h1[0]
 
 
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_joint_re_positioned_itself_keeps_its_pins_when_a_contact_below_it_is_set_down(convention):
+    """``_giving_way``: when a toe left unresolved is set down, the pins on its limb between the hip
+    and the toe give way (the root plan's held the knee over the foot's place in the air); but a
+    foot re-positioned itself on the toe's frames keeps its own (wiped, the foot left the ground it
+    was put on, the set-down was refused and the toe hung at its lift: real walk 2700, stone 1).
+    A foot re-positioned on other frames only, or valid, gives way as the knee does."""
+    from blender_reldesc.core.contacts import Outcome
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    checked = 0
+    for t, toe in enumerate(phases):
+        above = [k for k, q in enumerate(phases) if q.effector in toe.limb.chain[1:-1]]
+        if not above:
+            continue
+        valid = [Outcome(q, "valid", None, q.position, None) for q in phases]
+        assert R._giving_way(toe, phases, valid) == list(toe.limb.chain[1:-1])
+        for k in above:
+            foot = phases[k]
+            outcomes = list(valid)
+            outcomes[k] = Outcome(foot, "repositioned", None, foot.position, foot.position, continuity="pins")
+            outcomes[t] = Outcome(toe, "unresolved", "unsupported", toe.position, None)
+            freed = R._giving_way(toe, phases, outcomes)
+            overlaps = foot.start <= toe.end and foot.end >= toe.start
+            assert (foot.effector in freed) == (not overlaps), (foot.name, foot.start, toe.name, toe.start)
+            assert set(freed) | {foot.effector} == set(toe.limb.chain[1:-1])
+            checked += overlaps
+    assert checked >= 2
+
+
 @pytest.mark.parametrize("convention", ["bvh", "rigify", "mixamo"])
 def test_a_foot_set_down_under_a_re_embedded_limb_keeps_its_pins(convention):
     """``_set_down`` where re-embedded descriptors carry the same joints (a real walk's toe left

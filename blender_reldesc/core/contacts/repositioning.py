@@ -1392,9 +1392,7 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
             _swing_clear(binding, mesh, held, span, up, eps0, arriving=True)
             frames, _, joints = span
             mine[np.ix_(frames, joints)] = True
-            # The root plan's IK pins on the limb give way where it is set down (they held the
-            # knee over the foot's place in the air; kept, the knee jumped 0.29 m into the phase).
-            held[np.ix_(frames, ph.limb.chain[1:-1])] = np.nan
+            held[np.ix_(frames, _giving_way(ph, phases, outcomes))] = np.nan
             if not neighbours:
                 continue
             # Failing that, the same effector's valid contacts before and after stay where they
@@ -1436,6 +1434,18 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
                               continuity="pins")
     got.root_windows = result.root_windows
     return got, outcomes
+
+
+def _giving_way(ph, phases, outcomes):
+    """The joints of ``ph``'s limb, between its root and its effector, whose pins give way over
+    ``ph``'s frames when it is set down (``_set_down``): the root plan's IK pins held the knee over
+    the foot's place in the air (kept, the knee jumped 0.29 m into the phase). But not a joint that
+    is re-positioned itself on those frames: it stays where it was put, eases and all (a toe set
+    down under its foot's two re-positioned phases wiped the foot's pins, the foot left the ground
+    it was put on and the set-down was refused; the toe hung at its lift: real walk 2700, stone 1)."""
+    put = {q.effector for q, o in zip(phases, outcomes)
+           if o.status == "repositioned" and q.start <= ph.end and q.end >= ph.start}
+    return [j for j in ph.limb.chain[1:-1] if j not in put]
 
 
 def _keep_embedded(held, base, options, mine=None):

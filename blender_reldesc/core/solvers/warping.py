@@ -340,8 +340,9 @@ class Warper:
             x.reshape(3, 2, k, -1)[...] += delta[:, None] * (share * gap)     # Eq. 11, both ends
             p[:, ends] = x
         if held is not None:
-            columns = p.view()
-            columns.shape = (3, -1)                  # a view of p's columns (raises rather than copy)
+            columns = p.reshape(3, -1)               # a view of p's columns (setting .shape: deprecated
+            if not np.may_share_memory(columns, p):  # in numpy 2.5); raises rather than write a copy
+                raise ValueError("the poses are not contiguous: held joints would be written to a copy")
             columns[:, held[0]] = held[1]
 
     def _step(self, p, prev, target, sweeps, prepared, collide=True):

@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 PY53 := .venv53/bin/python
 PY45 := .venv45/bin/python
 PYLATEST := .venv-latest/bin/python
-# pytest on every core, a test handed to whichever worker is free (the slowest take 30 s, most under
+# pytest on every core, a test handed to whichever worker is free (the slowest take up to 35 s, most under
 # 1 s). `make test PYTEST='-m pytest -q'` runs serially.
 PYTEST := -m pytest -q -n auto --dist worksteal
 

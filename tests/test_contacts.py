@@ -907,6 +907,85 @@ def test_a_place_held_on_the_source_s_own_motion_leaves_its_toes_where_they_stan
 
 
 @pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_a_swing_eased_past_a_toe_pushing_off_aims_at_its_step_not_at_the_pull(convention):
+    """``_pin_phase``: a foot's step held at its place and its next step moved (a stone moved a
+    metre), the toe of the first step touching down once more after its heel has lifted, as a
+    real walk's does. Nothing holds the foot over that touch, where the moved stone's
+    descriptors had pulled it 0.35 m aside (the solve before the pins). The ease after the first
+    step ends there at that step's shift, and the ease into the next starts from it, in either
+    order: each eased frame's shift lies between the two steps' shifts. Both aimed at the pull
+    (its first frame, its last), and a real walk's foot, free between them, jumped 0.33 m there
+    and back (walk 3300, stone 1)."""
+    from dataclasses import replace
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    heels = sorted((p for p in phases if p.name in feet and R._carried_by(sk, phases, p)), key=lambda p: p.start)
+    ph0, ph1 = next((a, b) for a in heels for b in heels
+                    if b.effector == a.effector and b.start - a.end >= 12 and 30 <= a.middle and
+                    not any(q.effector == a.effector and a.end < q.start < b.start for q in heels))
+    toe = R._carried_by(sk, phases, ph0)[0]
+    t0 = ph0.end + 5
+    touch = replace(toe, start=t0, end=t0 + 2, position=toe.position + [0.01, 0.0, 0.0])
+    phases = [q for q in phases if not (q.effector == toe.effector and ph0.end < q.start < ph1.start)] + [touch]
+    eff = ph0.effector
+    pulled = motion.copy()
+    pulled[ph0.end + 1:ph1.start, R._subtree(sk, eff)] += [0.0, 0.35, 0.0]
+    shift1 = np.array([-0.2, -0.25, 0.0])
+    fr0, fr1 = np.arange(ph0.start, ph0.end + 1), np.arange(ph1.start, ph1.end + 1)
+    for order in ((ph0, ph1), (ph1, ph0)):
+        pins = np.full(motion.shape, np.nan)
+        spans = {}
+        for ph in order:
+            target = motion[fr0, eff] if ph is ph0 else motion[ph1.middle, eff] + shift1
+            spans[id(ph)] = R._pin_phase(pins, sk, pulled, motion, ph, target, phases)
+        swing = np.arange(ph0.end + 1, ph1.start)
+        held = swing[~np.isnan(pins[swing, eff, 0])]
+        assert len(held) >= 4 and held.min() < touch.start and held.max() > touch.end
+        shift = pins[held, eff] - motion[held, eff]
+        # On the segment from the first step's shift (none) to the next one's.
+        w = np.clip(shift @ shift1 / (shift1 @ shift1), 0.0, 1.0)
+        np.testing.assert_allclose(shift, w[:, None] * shift1, atol=1e-9)
+        before = held[held < touch.start]
+        np.testing.assert_allclose(pins[before, eff], motion[before, eff], atol=1e-12)
+        assert np.isnan(pins[touch.start:touch.end + 1, eff, 0]).all()      # the touch stays free
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
+def test_when_every_slid_stance_cannot_be_held_those_that_hang_are_held_alone(convention):
+    """``_stance_pins(only_hanging=True)``, ``_stances_held``'s second try: of two valid stances
+    the moved stone's descriptors dragged, one slid 3 cm on its stone and one was pulled 0.4 m off
+    it, over the ground, only the one that hangs is held, with the toe it carries; the first try
+    holds both. (Holding both put a 1.3x step into a real walk's other foot's swing, and its toe
+    was left 2 cm past its stone's edge, 0.3 m over the ground: walk 3300, stone 1.)"""
+    from blender_reldesc.core.contacts import repositioning as R
+    sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
+    H, up, eps0 = binding.body_height, np.array([0.0, 0.0, 1.0]), 0.015 * binding.body_height
+    heels = sorted((p for p in phases if p.name in feet and R._carried_by(sk, phases, p) and 40 <= p.middle <= 110),
+                   key=lambda p: p.start)
+    slid, pulled = heels[0], next(p for p in heels if p.effector != heels[0].effector)
+    P = motion.copy()
+    for ph, by in ((slid, [0.0, 0.03, 0.0]), (pulled, [0.0, 0.4, 0.0])):
+        P[ph.start:ph.end + 1, R._subtree(sk, ph.effector)] += by
+    outcomes = [R.Outcome(ph, "valid", None, ph.position, None) for ph in phases]
+    hangs = dict(zip(map(id, phases), R._hanging(binding, mesh, P, phases, up, eps0)))
+    assert not any(hangs[id(q)] for q in [slid] + R._carried_by(sk, phases, slid)) and hangs[id(pulled)]
+    free = np.full(motion.shape, np.nan)
+
+    def held_on(pins, ph):
+        return not np.isnan(pins[ph.start:ph.end + 1, ph.effector, 0]).any()
+
+    every = R._stance_pins(binding, mesh, P, outcomes, free, eps0, True, up)
+    alone = R._stance_pins(binding, mesh, P, outcomes, free, eps0, True, up, only_hanging=True)
+    assert held_on(every, slid) and held_on(every, pulled)
+    assert held_on(alone, pulled) and not held_on(alone, slid)
+    for q in R._carried_by(sk, phases, pulled):
+        assert held_on(alone, q)
+    fr = np.arange(pulled.start, pulled.end + 1)
+    np.testing.assert_allclose(alone[fr, pulled.effector], motion[fr, pulled.effector], atol=1e-12)
+    assert np.isnan(alone[slid.start:slid.end + 1, slid.effector, 0]).all()
+
+
+@pytest.mark.parametrize("convention", ["bvh", "rigify", "ue"])
 def test_stances_on_unmoved_stones_stay_put_when_nothing_is_re_positioned(convention):
     """``_stances_held(unmoved_only=True)`` (issue 36, point 1): a stone moved 0.2 m sideways keeps
     its foot (the contact follows it, valid) and nothing is re-positioned, yet its descriptors

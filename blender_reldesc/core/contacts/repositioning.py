@@ -1316,14 +1316,21 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, 
         ways = (True,) if same_body else ()
     else:
         ways = (True, False) if same_body else (False,)
-    for at_source in ways:
-        held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up, unmoved_only)
-        if held is None:
-            continue
-        _keep_embedded(held, pins, options)
-        kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, at_source)
-        if kept is not None:
-            return kept
+    # Every departing contact first; failing that, only those that hang (a real walk's toe 2 cm
+    # past its stone's edge, 0.3 m over the ground, was left there because holding the other
+    # foot's slid stance too put a 1.3x step into that foot's swing: walk 3300, stone 1).
+    tried = {}
+    for only_hanging in (False, True):
+        for at_source in ways:
+            held = _stance_pins(binding, mesh, result.positions, outcomes, pins, eps0, at_source, up, unmoved_only,
+                                only_hanging)
+            if held is None or (at_source in tried and np.array_equal(held, tried[at_source], equal_nan=True)):
+                continue
+            tried[at_source] = held.copy()
+            _keep_embedded(held, pins, options)
+            kept = _held_trial(binding, mesh, result, outcomes, held, distance, up, options, eps0, at_source)
+            if kept is not None:
+                return kept
     return result, pins
 
 
@@ -1468,10 +1475,12 @@ def _slides(motion, positions, phases):
     return out
 
 
-def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0, 1.0), unmoved_only=False):
+def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0, 1.0), unmoved_only=False,
+                 only_hanging=False):
     """``pins`` with the valid phases that depart from their place, or hang where the source
     stands, held (``_stances_held``); None when none does. ``unmoved_only``: only those whose
-    own surface did not move (with ``at_source``)."""
+    own surface did not move (with ``at_source``). ``only_hanging``: only those that hang (or
+    carry a contact that does)."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     phases = [o.phase for o in outcomes]
     held = pins.copy()
@@ -1509,8 +1518,8 @@ def _stance_pins(binding, mesh, P, outcomes, pins, eps0, at_source, up=(0.0, 0.0
             gap = P[m, e] - motion[m, e]
             if np.linalg.norm(gap - (gap @ up) * np.asarray(up, float)) > STAND_MARGIN * 0.1 * H:
                 want = _supported_toward(binding, mesh, phases, ph, want, up, eps0)
-        if np.linalg.norm(P[fr, e] - want, axis=1).max() <= SLIDE_HOLD * H and \
-                not any(hangs[id(q)] for q in [ph] + _carried_by(sk, phases, ph)):
+        hanging = any(hangs[id(q)] for q in [ph] + _carried_by(sk, phases, ph))
+        if not hanging and (only_hanging or np.linalg.norm(P[fr, e] - want, axis=1).max() <= SLIDE_HOLD * H):
             continue
         if not np.isnan(held[fr, e, 0]).all():      # something holds it already on some frame
             free = np.isnan(pins[fr, e, 0])
@@ -2075,6 +2084,24 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
         return (held if not np.isnan(held[0]) else positions[f, eff]) - motion[f, eff]
 
     shift_a, shift_b = shift_at(a), shift_at(b)
+    # An end set by a toe still pushing off from the step the swing leaves (its contact point
+    # nearer that step's than the other's), when that step stays where the source has it and
+    # nothing holds the effector on that frame: the effector is where the source has it there
+    # too, not where the solve before these pins had it. The descriptors of a stone moved a metre
+    # had pulled a real walk's foot 0.35 m towards it on the three frames of its toe's last push
+    # off the stone before; both eases aimed there, the foot, free between them, came back, and
+    # jumped 0.33 m there and back (walk 3300, stone 1). (A step that moved leaves its toe's later
+    # stances to be placed on their own: its shift is no guide there.)
+    def pushing_off(q, left, come, left_shift):
+        return np.linalg.norm(left_shift) <= tol and \
+            np.linalg.norm(q.position - left.position) <= np.linalg.norm(q.position - come.position)
+
+    if before and a > before[-1].end and np.isnan(pins[a, eff, 0]) and \
+            any(q.end == a and pushing_off(q, before[-1], ph, shift_at(before[-1].end)) for q in others):
+        shift_a = shift_at(before[-1].end)
+    if after and b < after[0].start and np.isnan(pins[b, eff, 0]) and \
+            any(q.start == b and pushing_off(q, ph, after[0], shift_out) for q in others):
+        shift_b = shift_out
 
     def offset_at(f):
         """How far what hangs below the effector (toes) is from the source's offsets at f."""

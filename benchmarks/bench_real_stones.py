@@ -119,8 +119,8 @@ def every_clip(args):
     print("| clip, frames | plants | moved stone (plant) | phases | valid / repositioned / unresolved "
           "| unresolved: reasons | the moved stone's phases | its foot from the surface it stands on, median cm "
           "| contact frames hanging | planted slide, largest cm "
-          "| largest step / source | plain s | with contacts s |" + extra)
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.builtin else ""))
+          "| largest step / source | plain s | with contacts s | re-positioned: re-embedded / pinned |" + extra)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.builtin else ""))
     for path in sorted(DATA.glob("*.bvh")):
         table = (1900, 3000, 3600) if "_cm_" in path.name else (0, 1200)
         more = (1600, 2400, 2700, 3300) if args.more and "_cm_" in path.name else ()
@@ -143,7 +143,7 @@ def every_clip(args):
                                  [skel.index(f) for f in feet])
                 P = rig.play(verts)
                 print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | none | - | - | - | - "
-                      f"| - | - | - | - | - | - | {_rig_gap(P, mesh, mesh, motion, skel, steps, H):.1f} "
+                      f"| - | - | - | - | - | - | - | {_rig_gap(P, mesh, mesh, motion, skel, steps, H):.1f} "
                       f"| {step(P) / step(motion):.2f} |", flush=True)
             middle = sorted({len(steps) // 2 - 1, len(steps) // 2, len(steps) // 2 + 1} & set(range(len(steps))))
             for k in (middle if start in table else range(1, len(steps) - 1, 2)):
@@ -166,12 +166,14 @@ def every_clip(args):
                         for o in mine]
                 gap = 100 * float(np.median(np.concatenate(gaps))) if gaps else float("nan")
                 hanging, slide = _hanging(mesh, deformed, motion, result.positions, outcomes)
+                carried = [o.continuity for o in outcomes if o.status == "repositioned"]
                 print(f"| {path.name}, {start}-{start + len(motion) - 1} | {len(steps)} | {k} ({foot} {s0}-{s1}) "
                       f"| {len(phases)} | {counts['valid']} / {counts['repositioned']} / {counts['unresolved']} "
                       f"| {', '.join(map(str, reasons)) or '-'} "
                       f"| {', '.join(o.status + (f' ({o.reason})' if o.reason else '') for o in mine) or '-'} "
                       f"| {gap:.1f} | {hanging} | {slide:.1f} "
-                      f"| {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} |"
+                      f"| {step(result.positions) / step(motion):.2f} | {t_plain:.2f} | {t_full:.2f} "
+                      f"| {carried.count('re-embedded')} / {carried.count('pins')} |"
                       + ("" if rig is None else
                          f" {_rig_gap(rig.play(moved), deformed, mesh, motion, skel, [steps[k]], H):.1f} "
                          f"| {step(rig.last_played) / step(motion):.2f} |"), flush=True)

@@ -2085,9 +2085,9 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
 
     shift_a, shift_b = shift_at(a), shift_at(b)
     # An end set by a toe still pushing off from the step the swing leaves (its contact point
-    # nearer that step's than the other's), when that step stays where the source has it and
-    # nothing holds the effector on that frame: the effector is where the source has it there
-    # too, not where the solve before these pins had it. The descriptors of a stone moved a metre
+    # nearer that step's than the other's), when that step stays where the source has it (its
+    # shift within ``tol``) and nothing holds the effector on that frame: the effector is there at
+    # that step's shift, not where the solve before these pins had it. The descriptors of a stone moved a metre
     # had pulled a real walk's foot 0.35 m towards it on the three frames of its toe's last push
     # off the stone before; both eases aimed there, the foot, free between them, came back, and
     # jumped 0.33 m there and back (walk 3300, stone 1). (A step that moved leaves its toe's later

@@ -3,6 +3,13 @@ time per frame against the garment's size, the edge-length change and the body p
 against the plain adapt of the walk (the baseline, same run).
 
 Run with ``.venv/bin/python benchmarks/bench_garment.py [--frames 120]``.
+
+``--real`` (the bpy wheel): issue 37's real-rig case instead, through the operators. The real
+in-place capture (``../shared/data/real/rigify_inplace_24fps.bvh``) imported as Blender imports a
+BVH, a floor under its lowest foot, a skirt made around its rest pose (``synthetic.skirt`` with
+the Rigify names) and parented with *automatic weights*, ``reldesc.bind`` and
+``reldesc.bind_garment``, both shins 15 % longer in edit mode, ``reldesc.bake``; the played
+skirt's edges against the source's on every frame.
 """
 
 from __future__ import annotations
@@ -34,10 +41,111 @@ def penetration(garment, motion, bones, radii):
     return worst
 
 
+REAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "rigify_inplace_24fps.bvh"
+
+
+def real_rig(rings, around, length):
+    """One row of the ``--real`` table: a skirt of ``rings`` x ``around`` vertices, ``length``
+    body heights long (from 5 cm over the hips joint), on the real in-place capture."""
+    import tempfile
+    import bpy
+    from blender_reldesc import demo
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    bpy.ops.import_anim.bvh(filepath=str(REAL), frame_start=1, update_scene_fps=True, update_scene_duration=True)
+    arm = bpy.context.object
+    arm.name = "Walker"
+    M = np.array(arm.matrix_world)
+
+    def world(p):
+        return M[:3, :3] @ np.asarray(p, float) + M[:3, 3]
+
+    bones = arm.data.bones
+    roles = {"Hips": "pelvis", "LeftUpLeg": "thigh.L", "RightUpLeg": "thigh.R",
+             "LeftLeg": "shin.L", "RightLeg": "shin.R"}
+    rest = np.array([[world(bones[n].head_local) for n in roles.values()]])
+    H = float(np.ptp([world(b.head_local)[2] for b in bones] + [world(b.tail_local)[2] for b in bones]))
+    frames = list(range(scene.frame_start, scene.frame_end + 1))
+    low = []
+    for f in frames[::4]:
+        scene.frame_set(f)
+        for n in ("foot.L", "foot.R"):
+            pb = arm.pose.bones[n]
+            low += [world(pb.head)[2], world(pb.tail)[2]]
+    verts, tris = S.skirt(None, rest, rings=rings, around=around, waist=0.1 * H, hem=0.2 * H, length=length * H,
+                          joints={k: i for i, k in enumerate(roles)})
+    env = bpy.data.collections.new("Environment")
+    scene.collection.children.link(env)
+    lo, hi = verts[0].min(axis=0) - 3.0, verts[0].max(axis=0) + 3.0
+    demo.scenes.mesh_object("Floor", *S.grid(hi[0] - lo[0], hi[1] - lo[1], 20, 20, origin=(lo[0], lo[1]),
+                                             z=min(low) - 0.01), env)
+    skirt = demo.scenes.mesh_object("Skirt", verts[0], tris, scene.collection)
+    bpy.ops.object.select_all(action='DESELECT')
+    skirt.select_set(True)
+    arm.select_set(True)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.parent_set(type='ARMATURE_AUTO')
+    groups = len(skirt.vertex_groups)
+    scene.frame_set(frames[0])
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+
+    def played():
+        out = np.empty((len(frames), len(verts[0]), 3))
+        for i, f in enumerate(frames):
+            scene.frame_set(f)
+            ev = skirt.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            co = np.empty(len(ev.data.vertices) * 3)
+            ev.data.vertices.foreach_get("co", co)
+            m = np.array(ev.matrix_world)
+            out[i] = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+        return out
+
+    source = played()
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    for n in ("shin.L", "shin.R"):                      # both shins 15 % longer, the feet moved with them
+        b = arm.data.edit_bones[n]
+        tail = b.head + (b.tail - b.head) * 1.15
+        move = tail - b.tail
+        b.tail = tail
+        for child in b.children_recursive:
+            if not child.use_connect:
+                child.head += move
+            child.tail += move
+    bpy.ops.object.mode_set(mode='OBJECT')
+    bpy.ops.wm.save_as_mainfile(filepath=str(pathlib.Path(tempfile.mkdtemp()) / "skirt.blend"))
+    t0 = time.perf_counter()
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    t_bake = time.perf_counter() - t0
+    carried = played()
+    e = mesh_edges(tris)
+    then = np.linalg.norm(source[:, e[:, 1]] - source[:, e[:, 0]], axis=-1)
+    change = np.abs(np.linalg.norm(carried[:, e[:, 1]] - carried[:, e[:, 0]], axis=-1) / then - 1.0)
+    rise = 100 * float(carried[..., 2].mean() - source[..., 2].mean())
+    return (f"| {len(verts[0])} | {length:.2f} | {groups} | {len(frames)} | {100 * change.max():.1f} "
+            f"| {100 * np.percentile(change, 99):.2f} | {100 * change.mean():.3f} | {rise:.1f} | {t_bake:.1f} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--real", action="store_true", help="the real-rig case through the operators (the bpy wheel)")
     args = ap.parse_args(argv)
+    if args.real:
+        if not REAL.exists():
+            sys.exit(f"needs {REAL}")
+        import blender_reldesc
+        blender_reldesc.register()
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+              f"{REAL.name}, both shins 15 % longer, skirt parented with automatic weights")
+        print()
+        print("| skirt vertices | length, body heights | vertex groups | frames | edge-length change max (%) "
+              "| 99th percentile (%) | mean (%) | rise, cm | bake s |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for rings, around, length in ((12, 40, 0.3), (12, 40, 0.45), (30, 64, 0.35)):
+            print(real_rig(rings, around, length), flush=True)
+        return
     sk, motion = S.walk(args.frames)
     mesh = TriMesh(*S.grid(30.0, 4.0, 60, 8, origin=(-5.0, -2.0)))
     binding = bind(sk, motion, mesh)

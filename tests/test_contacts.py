@@ -960,8 +960,8 @@ def test_when_every_slid_stance_cannot_be_held_those_that_hang_are_held_alone(co
     from blender_reldesc.core.contacts import repositioning as R
     sk, motion, feet, V, ranges, plants, mesh, binding, phases = _walk_over_stones(convention)
     H, up, eps0 = binding.body_height, np.array([0.0, 0.0, 1.0]), 0.015 * binding.body_height
-    heels = sorted((p for p in phases if p.name in feet and R._carried_by(sk, phases, p) and 40 <= p.middle <= 110),
-                   key=lambda p: p.start)
+    heels = sorted((p for p in phases if p.name in feet and R._carried_by(sk, phases, p)
+                    and 40 <= p.middle <= 110), key=lambda p: p.start)
     slid, pulled = heels[0], next(p for p in heels if p.effector != heels[0].effector)
     P = motion.copy()
     for ph, by in ((slid, [0.0, 0.03, 0.0]), (pulled, [0.0, 0.4, 0.0])):

@@ -49,7 +49,7 @@ def real_rig(rings, around, length):
     body heights long (from 5 cm over the hips joint), on the real in-place capture."""
     import tempfile
     import bpy
-    from blender_reldesc import demo
+    from blender_reldesc import adapter, demo
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     bpy.ops.import_anim.bvh(filepath=str(REAL), frame_start=1, update_scene_fps=True, update_scene_duration=True)
@@ -90,30 +90,11 @@ def real_rig(rings, around, length):
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
 
-    def played():
-        out = np.empty((len(frames), len(verts[0]), 3))
-        for i, f in enumerate(frames):
-            scene.frame_set(f)
-            ev = skirt.evaluated_get(bpy.context.evaluated_depsgraph_get())
-            co = np.empty(len(ev.data.vertices) * 3)
-            ev.data.vertices.foreach_get("co", co)
-            m = np.array(ev.matrix_world)
-            out[i] = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
-        return out
+    def played():                                       # the skirt as Blender evaluates it, every frame
+        return adapter.read_environment_frames(scene, [skirt], frames)[0]
 
     source = played()
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    for n in ("shin.L", "shin.R"):                      # both shins 15 % longer, the feet moved with them
-        b = arm.data.edit_bones[n]
-        tail = b.head + (b.tail - b.head) * 1.15
-        move = tail - b.tail
-        b.tail = tail
-        for child in b.children_recursive:
-            if not child.use_connect:
-                child.head += move
-            child.tail += move
-    bpy.ops.object.mode_set(mode='OBJECT')
+    demo.lengthen_legs(arm, 1.15, bones=("shin.L", "shin.R"))       # the feet moved with them
     bpy.ops.wm.save_as_mainfile(filepath=str(pathlib.Path(tempfile.mkdtemp()) / "skirt.blend"))
     t0 = time.perf_counter()
     assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}

@@ -235,22 +235,21 @@ def grow_armature(arm, factor):
     bpy.ops.object.mode_set(mode='OBJECT')
 
 
-def lengthen_legs(arm, factor):
-    """The thighs and shins of ``arm`` (``<Side>UpLeg``, ``<Side>Leg``) ``factor`` times as long,
-    the feet moved with them, in edit mode."""
+def lengthen_legs(arm, factor, bones=("LeftUpLeg", "LeftLeg", "RightUpLeg", "RightLeg")):
+    """The ``bones`` of ``arm`` (by default the thighs and shins, ``<Side>UpLeg``, ``<Side>Leg``)
+    ``factor`` times as long, what hangs below them moved with them, in edit mode."""
     bpy.context.view_layer.objects.active = arm
     bpy.ops.object.mode_set(mode='EDIT')
     eb = arm.data.edit_bones
-    for side in ("Left", "Right"):
-        for name in (side + "UpLeg", side + "Leg"):
-            b = eb[name]
-            tail = b.head + (b.tail - b.head) * factor
-            move = tail - b.tail
-            b.tail = tail
-            for child in b.children_recursive:
-                if not child.use_connect:
-                    child.head += move
-                child.tail += move
+    for name in bones:
+        b = eb[name]
+        tail = b.head + (b.tail - b.head) * factor
+        move = tail - b.tail
+        b.tail = tail
+        for child in b.children_recursive:
+            if not child.use_connect:
+                child.head += move
+            child.tail += move
     bpy.ops.object.mode_set(mode='OBJECT')
 
 

@@ -2086,21 +2086,21 @@ def _pin_phase(pins, sk, positions, motion, ph, target, phases=(), travel=False)
     shift_a, shift_b = shift_at(a), shift_at(b)
     # An end set by a toe still pushing off from the step the swing leaves (its contact point
     # nearer that step's than the other's), when that step stays where the source has it (its
-    # shift within ``tol``) and nothing holds the effector on that frame: the effector is there at
-    # that step's shift, not where the solve before these pins had it. The descriptors of a stone moved a metre
-    # had pulled a real walk's foot 0.35 m towards it on the three frames of its toe's last push
-    # off the stone before; both eases aimed there, the foot, free between them, came back, and
-    # jumped 0.33 m there and back (walk 3300, stone 1). (A step that moved leaves its toe's later
-    # stances to be placed on their own: its shift is no guide there.)
-    def pushing_off(q, left, come, left_shift):
-        return np.linalg.norm(left_shift) <= tol and \
-            np.linalg.norm(q.position - left.position) <= np.linalg.norm(q.position - come.position)
+    # shift within ``tol``) and nothing holds the effector on that frame: the effector is there
+    # at that step's shift, not where the solve before these pins had it. The descriptors of a
+    # stone moved a metre had pulled a real walk's foot 0.35 m towards it on the three frames of
+    # its toe's last push off the stone before; both eases aimed there, the foot, free between
+    # them, came back, and jumped 0.33 m there and back (walk 3300, stone 1). (A step that moved
+    # leaves its toe's later stances to be placed on their own: its shift is no guide there.)
+    def nearer(q, left, come):
+        return np.linalg.norm(q.position - left.position) <= np.linalg.norm(q.position - come.position)
 
-    if before and a > before[-1].end and np.isnan(pins[a, eff, 0]) and \
-            any(q.end == a and pushing_off(q, before[-1], ph, shift_at(before[-1].end)) for q in others):
-        shift_a = shift_at(before[-1].end)
-    if after and b < after[0].start and np.isnan(pins[b, eff, 0]) and \
-            any(q.start == b and pushing_off(q, ph, after[0], shift_out) for q in others):
+    if before and a > before[-1].end and np.isnan(pins[a, eff, 0]):
+        left = shift_at(before[-1].end)
+        if np.linalg.norm(left) <= tol and any(q.end == a and nearer(q, before[-1], ph) for q in others):
+            shift_a = left
+    if after and b < after[0].start and np.isnan(pins[b, eff, 0]) and np.linalg.norm(shift_out) <= tol and \
+            any(q.start == b and nearer(q, ph, after[0]) for q in others):
         shift_b = shift_out
 
     def offset_at(f):

@@ -1,7 +1,11 @@
 """Two characters holding hands (§9): the generated pair adapted together, unedited and with
-one partner grown 20 %, against a plain adapt of one character (the baseline, same run).
+one partner grown 20 %, against a plain adapt of one character (the baseline, same run); then
+the whole-body scenes of issue 37 (``--scenes``): the collar tie and the hug with the partner
+scaled, a hand on a partner's shoulder lowered or crouching, each with the limbs alone and with
+the whole body (``adapt_partners(whole_body=True)``).
 
-Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300] [--repeat 3]`` (times: medians).
+Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300] [--repeat 3] [--scenes]``
+(times: medians).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from blender_reldesc.core import TriMesh, adapt, bind  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
-from blender_reldesc.core.characters import adapt_partners, bind_partners  # noqa: E402
+from blender_reldesc.core.characters import _bones, adapt_partners, bind_partners, closest_on_segments  # noqa: E402
 
 
 def timed(run, repeat):
@@ -36,7 +40,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3, help="timings are the median of this many runs")
+    ap.add_argument("--scenes", action="store_true", help="only the whole-body scenes (issue 37)")
     args = ap.parse_args(argv)
+    if args.scenes:
+        return scenes(args.frames, args.repeat)
     skel, (a, b) = S.pair_scene(args.frames)
     mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
     ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
@@ -85,6 +92,89 @@ def main(argv=None):
         alone = holds(adapt(ba, mesh).positions, adapt(bb, mesh, bone_lengths=scaled).positions)
         print(f"| {scale:.1f} | {dt:.2f} | {args.frames / dt:.0f} | {100 * holds(out[0].positions, out[1].positions):.1f} "
               f"| {100 * alone:.1f} |")
+
+
+def _penetration(skel, pa, pb, ra, rb):
+    """Deepest overlap of any capsule of A with any of B over the frames (7 points a bone)."""
+    bones = _bones(skel, pa)
+    a0, a1, b0, b1 = pa[:, bones[:, 0]], pa[:, bones[:, 1]], pb[:, bones[:, 0]], pb[:, bones[:, 1]]
+    worst = -np.inf
+    for t in np.linspace(0.0, 1.0, 7):
+        q = a0 + t * (a1 - a0)
+        foot, _ = closest_on_segments(q[:, :, None], b0[:, None], b1[:, None])
+        gap = np.linalg.norm(q[:, :, None] - foot, axis=-1) - ra[bones[:, 1]][None, :, None] \
+            - rb[bones[:, 1]][None, None, :]
+        worst = max(worst, float(-gap.min()))
+    return worst
+
+
+#: Per scene, the holds measured: (character, hand, the partner joint it rests on).
+HOLDS = {"wrestle": [(0, "RightHand", "LeftArm"), (0, "LeftHand", "RightArm"), (1, "RightHand", "LeftArm"),
+                     (1, "LeftHand", "RightArm")],
+         "hug": [(0, "RightHand", "Spine1"), (0, "LeftHand", "Spine1"), (1, "RightHand", "Spine2"),
+                 (1, "LeftHand", "Spine2")],
+         "shoulder": [(0, "RightHand", "LeftArm")]}
+
+
+def scenes(frames, repeat):
+    """The issue-37 table: per scene and edit, limbs alone and whole body."""
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{frames} frames, 27 joints a character")
+    print()
+    print("| scene | edit | whole body | holds: worst change of the hand-to-joint distance (cm) "
+          "| capsule overlap source -> now (cm) | toes / ankles up or down (cm) | hips over the feet (cm) "
+          "| trunk tilt vs source (deg, A / B) | largest move in rounds 1-3 (cm) | round 6 of 6 (cm) | pair frames/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for hold, apart, edits in (("wrestle", 0.45, ("scaled 0.8", "scaled 1.2")), ("hug", 0.3, ("scaled 0.8", "scaled 1.2")),
+                               ("shoulder", 0.5, ("lowered 0.2", "crouching 0.2", "crouching 0.4"))):
+        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
+        i = skel.index
+        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+        partners = bind_partners([ba, bb])
+        lengths = skel.bone_lengths(b).mean(axis=0)
+        for edit in edits:
+            kind, v = edit.split()
+            v = float(v)
+            kw, rb, src = {}, 1.0, [a, b]
+            if kind == "scaled":
+                kw["bone_lengths"] = [None, {n: v * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
+                rb = v
+                moved = [0, 1]
+            else:
+                edited = b - [0.0, 0.0, v] if kind == "lowered" else \
+                    S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1]
+                kw["poses"] = [None, edited]
+                moved = [0]
+            for whole in (False, True):
+                changes = []
+                dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, whole_body=whole, changes=changes,
+                                                       **kw), repeat)
+                later = []
+                adapt_partners([ba, bb], mesh, partners, whole_body=whole, changes=later, rounds=6, **kw)
+                P = [o.positions for o in out]
+                err = max(np.abs(np.linalg.norm(P[c][:, i(h)] - P[1 - c][:, i(j)], axis=-1)
+                                 - np.linalg.norm(src[c][:, i(h)] - src[1 - c][:, i(j)], axis=-1)).max()
+                          for c, h, j in HOLDS[hold])
+                before = _penetration(skel, a, b, partners.radii[0], partners.radii[1])
+                after = _penetration(skel, P[0], P[1], partners.radii[0], rb * partners.radii[1])
+                toes = [i("LeftToe"), i("RightToe")]
+                ankles = [i("LeftFoot"), i("RightFoot")]
+                dz = [max(np.abs(P[c][:, js, 2] - src[c][:, js, 2]).max() for c in moved) for js in (toes, ankles)]
+
+                def over(p):
+                    return p[:, i("Hips"), :2] - 0.5 * (p[:, i("LeftFoot"), :2] + p[:, i("RightFoot"), :2])
+                hips = max(np.linalg.norm(over(P[c]) - over(src[c]) * (rb if c == 1 else 1.0), axis=-1).max()
+                           for c in moved)
+
+                def tilt(p):
+                    v = p[:, i("Neck")] - p[:, i("Hips")]
+                    return np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1)))
+                lean = [float(np.mean(tilt(P[c]) - tilt(src[c]))) for c in range(2)]
+                print(f"| {hold} | {edit} | {'yes' if whole else 'no'} | {100 * err:.2f} | {100 * before:.1f} -> "
+                      f"{100 * after:.1f} | {100 * dz[0]:.2f} / {100 * dz[1]:.2f} | {100 * hips:.1f} "
+                      f"| {lean[0]:+.1f} / {lean[1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
+                      f"| {100 * later[-1]:.1f} | {frames / dt:.0f} |")
 
 
 if __name__ == "__main__":

@@ -46,18 +46,22 @@ def test_closest_points_on_segments_agree_with_sampling():
     assert np.all((t >= 0) & (t <= 1))
 
 
-def test_an_unedited_pair_reproduces_both_clips(pair):
+@pytest.mark.parametrize("whole_body", [False, True])
+def test_an_unedited_pair_reproduces_both_clips(pair, whole_body):
     skel, a, b, mesh, ba, bb, partners = pair
-    out = adapt_partners([ba, bb], mesh, partners)
+    changes = []
+    out = adapt_partners([ba, bb], mesh, partners, whole_body=whole_body, changes=changes)
     np.testing.assert_allclose(out[0].positions, a, atol=1e-9)
     np.testing.assert_allclose(out[1].positions, b, atol=1e-9)
+    assert len(changes) == 3 and max(changes) < 1e-9
 
 
-def test_a_pair_and_its_floor_moved_rigidly_move_rigidly(pair):
+@pytest.mark.parametrize("whole_body", [False, True])
+def test_a_pair_and_its_floor_moved_rigidly_move_rigidly(pair, whole_body):
     skel, a, b, mesh, ba, bb, partners = pair
     c, s = np.cos(0.7), np.sin(0.7)
     R, t = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([2.0, -1.0, 0.5])
-    out = adapt_partners([ba, bb], mesh.with_vertices(mesh.vertices @ R.T + t), partners)
+    out = adapt_partners([ba, bb], mesh.with_vertices(mesh.vertices @ R.T + t), partners, whole_body=whole_body)
     # Within the rounds' settling tolerance (frame 0 stops at 1e-7 body heights a step): 10 µm.
     np.testing.assert_allclose(out[0].positions, a @ R.T + t, atol=1e-5)
     np.testing.assert_allclose(out[1].positions, b @ R.T + t, atol=1e-5)
@@ -119,25 +123,79 @@ def test_bad_partner_input_says_why(pair):
         adapt_partners([ba, bb], mesh, partners, poses=[None, b[:10]])
 
 
-def test_a_hand_on_the_partners_shoulder_follows_it_down():
+@pytest.mark.parametrize("whole_body", [False, True])
+def test_a_hand_on_the_partners_shoulder_follows_it_down(whole_body):
     # The issue's scene: a hand resting on the partner's shoulder; the partner lowered 0.2 m
     # (its motion edited, given as it now is): the hand goes down with the shoulder and keeps
-    # resting on it (within 2 cm of its source offset from the shoulder joint).
+    # resting on it, the feet stay on the floor and the rounds settle.
     skel, (a, b) = S.pair_scene(40, apart=0.5, hold="shoulder")
     mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
     ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
     partners = bind_partners([ba, bb])
     lowered = b - np.array([0.0, 0.0, 0.2])
-    out = adapt_partners([ba, bb], mesh, partners, poses=[None, lowered])
+    changes = []
+    out = adapt_partners([ba, bb], mesh, partners, poses=[None, lowered], whole_body=whole_body, changes=changes)
     hand, shoulder = skel.index("RightHand"), skel.index("LeftArm")
     then = a[:, hand] - b[:, shoulder]
     now = out[0].positions[:, hand] - lowered[:, shoulder]
     off = np.linalg.norm(now - then, axis=-1)
-    # 1.2 cm on most frames; the last few, the arm at full stretch, 2.3 cm (the trunk does
-    # not lean to reach: ``characters.steered_joints``).
-    assert np.median(off) <= 0.015 and off.max() <= 0.025
-    feet = [skel.index(n) for n in ("LeftToe", "RightToe")]
-    assert np.abs(out[0].positions[:, feet, 2] - a[:, feet, 2]).max() < 0.03
+    # Measured 0.12 / 0.16 cm (median / worst). Before the environment and the partner were
+    # weighed in one Eq. 5 window (``adaptation._guided``), the floor 1.4 m below kept 5 % of
+    # the hand and it stayed 1.1-2.3 cm above the lowered shoulder on every frame.
+    assert off.max() <= 0.005
+    # The toes do not follow the partner's sunk feet (measured 0.01 cm; 2.7 cm before the
+    # environment held them: ``constants.ENVIRONMENT_HELD``). The ankles still sink 1.9 cm:
+    # the knees, nearer the partner's legs than the floor, are drawn down by them.
+    toes = [skel.index(n) for n in ("LeftToe", "RightToe")]
+    assert np.abs(out[0].positions[:, toes, 2] - a[:, toes, 2]).max() < 0.002
+    ankles = [skel.index(n) for n in ("LeftFoot", "RightFoot")]
+    assert np.abs(out[0].positions[:, ankles, 2] - a[:, ankles, 2]).max() < 0.025
+    assert changes[-1] < 0.002                                    # measured 0.01-0.02 cm
+
+
+def test_the_trunk_leans_to_keep_a_hand_on_a_crouching_partner():
+    # The partner crouches 0.4 m (hips lower, knees bent, feet on the floor) under a hand
+    # resting on its shoulder. Limbs alone: the arm stretches, the hand 1.3 cm off the
+    # shoulder, the trunk tilted 4.6° more than in the source (the solver's give). With the
+    # whole body (``lean_anchors``): the trunk leans 9.4° more and the hand is within 2 mm.
+    skel, (a, b) = S.pair_scene(40, apart=0.5, hold="shoulder")
+    _, (_, crouched) = S.pair_scene(40, apart=0.5, hold="shoulder", crouch=0.4)
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+    partners = bind_partners([ba, bb])
+    i = skel.index
+
+    def measured(whole_body):
+        p = adapt_partners([ba, bb], mesh, partners, poses=[None, crouched], whole_body=whole_body)[0].positions
+        off = np.linalg.norm(p[:, i("RightHand")] - crouched[:, i("LeftArm")]
+                             - (a[:, i("RightHand")] - b[:, i("LeftArm")]), axis=-1)
+        tilt = [np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1)))
+                for v in (p[:, i("Neck")] - p[:, i("Hips")], a[:, i("Neck")] - a[:, i("Hips")])]
+        return off.max(), float(np.mean(tilt[0] - tilt[1])), p
+
+    off_limbs, tilt_limbs, _ = measured(False)
+    off, tilt, p = measured(True)
+    assert off <= 0.005 < off_limbs
+    assert tilt >= tilt_limbs + 3.0
+    np.testing.assert_allclose(skel.bone_lengths(p), skel.bone_lengths(a), atol=1e-6)
+    assert np.linalg.norm(p[:, i("Hips"), :2] - a[:, i("Hips"), :2], axis=-1).max() < 0.02
+
+
+def test_lean_anchors_find_the_holding_hands_only():
+    # Both wrestlers hold with both hands; of the hand on the shoulder, only that hand; two
+    # characters side by side that never touch hold nothing.
+    from blender_reldesc.core.adaptation import Rig
+    from blender_reldesc.core.characters import lean_anchors
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    for hold, apart, want in (("wrestle", 0.45, [{"LeftHand", "RightHand"}] * 2),
+                              ("shoulder", 0.5, [{"RightHand"}, None]),
+                              ("hands", 3.0, [None, None])):
+        skel, (a, b) = S.pair_scene(30, apart=apart, hold=hold)
+        bs = [bind(skel, x, mesh) for x in (a, b)]
+        partners = bind_partners(bs)
+        for c, w in enumerate(want):
+            lean = lean_anchors(bs[c], partners, c, Rig(bs[c]))
+            assert (None if lean is None else {skel.names[h] for h in lean.hands}) == w, (hold, c)
 
 
 @pytest.mark.parametrize("scale", [0.8, 1.2])

@@ -933,6 +933,39 @@ class _TrunkModel:
                         t[rows, j] = pivot_new + np.einsum("nij,nj->ni", R, t[rows, j] - pivot_old)
             t[rows, knee] = new
 
+    def lean(self, targets, affinity, joints, goals, weight, max_degrees):
+        """Turn the trunk's ``targets`` (F,J,3) about the hips, in place, so that ``joints`` (K,)
+        (shoulders) come nearer ``goals`` (F,K,3), weighted by ``weight`` (F,K) in [0, 1]: the
+        smallest rotation taking their weighted mean offset from the hips to their goals', at
+        most ``max_degrees``, times the frame's largest weight. Everything above the hips turns
+        (the spine, the head, the arms); the hips and the legs stay. Where it turns, the spine's
+        ``affinity`` rises to the weight times ``TRUNK_AFFINITY``, as the ducking posture's."""
+        weight = np.asarray(weight, float)
+        rows = np.flatnonzero((weight > 0).any(axis=1))
+        if not rows.size:
+            return
+        root = int(self.chain[0])
+        t, w = targets[rows], weight[rows]
+        h = t[:, root]
+        a = np.einsum("nk,nkd->nd", w, t[:, joints] - h[:, None])
+        b = np.einsum("nk,nkd->nd", w, goals[rows] - h[:, None])
+        cross = np.cross(a, b)
+        sin = norm(cross)
+        angle = np.arctan2(sin, np.einsum("nd,nd->n", a, b))
+        turns = sin > 1e-12 * np.maximum(norm(a) * norm(b), 1e-300)
+        share = w.max(axis=1)
+        angle = np.where(turns, np.minimum(angle, np.radians(max_degrees)) * share, 0.0)
+        axis = cross / np.maximum(sin, 1e-300)[:, None]
+        moved = [int(j) for j in self.chain[1:]]
+        for j in self.chain[1:].tolist():
+            moved += self.below.get(j, np.zeros(0, np.int64)).tolist()
+        moved = np.array(sorted(set(moved)), np.int64)
+        t[:, moved] = h[:, None] + _rotate(t[:, moved] - h[:, None], axis, np.repeat(angle[:, None], len(moved), 1))
+        targets[rows] = t
+        chain = self.chain[1:]
+        lift = np.where(turns, share, 0.0)[:, None] * C.TRUNK_AFFINITY
+        affinity[rows[:, None], chain[None]] = np.maximum(affinity[rows][:, chain], lift)
+
     def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False):
         """Move ``targets`` (n,J,3) and raise ``affinity`` (n,J) in place where the trunk is
         compressed; ``hold_hips``: the hips keep their target (the spine curls from there)."""
@@ -1053,7 +1086,11 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
     if guide is not None:
-        targets, affinity = _guided(targets, affinity, guide)
+        if guide.lean is not None and rig.trunk is not None:
+            joints, goals, weight = guide.lean.anchors(targets)
+            rig.trunk.lean(targets, affinity, joints, goals, weight, guide.lean.max_degrees)
+        d0 = binding.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * binding.body_height
+        targets, affinity = _guided(targets, affinity, guide, binding.body_height, d0)
     rig.hold_embeddings(targets)
     frames = np.arange(binding.frame_count)
     collide = None
@@ -1071,14 +1108,30 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     return _result(rig, solved, positions, targets, affinity, frames)
 
 
-def _guided(targets, affinity, guide):
+def _guided(targets, affinity, guide, body_height, d0):
     """Targets and affinities with a ``characters.Guide`` blended in: per joint, the guide's
     share is its proximity against the environment's affinity (a hand holding a partner's
-    hand follows the partner; a foot on the floor, the floor), the affinity the larger."""
+    hand follows the partner; a foot on the floor, the floor), the affinity the larger.
+
+    With the guide's ``distance`` (the nearest partner capsule's), each side's weight also fades
+    by Eq. 5's window from the nearer side, the environment's distance read from its affinity
+    (``d0 / affinity``, ``d0`` the descriptors' Eq. 7 distance): a hand resting on a partner
+    lowered 0.2 m, 1.4 m over the floor, kept 5 % of the floor's pull (affinity 0.06) and
+    ended 1.1 cm off the shoulder on every frame; as one window over both, the paper's
+    reading, the floor is 0.9 body heights past the partner and weighs nothing."""
     t = np.asarray(guide.targets, float)
     prox = np.where(np.isnan(t[..., 0]), 0.0, np.asarray(guide.proximity, float))
-    share = prox / np.maximum(prox + affinity, 1e-12)
-    share = np.where(prox + affinity > 0, share, 0.0)
+    env = affinity
+    if guide.distance is not None:
+        window = C.WINDOW_FRACTION * body_height
+        d_env = d0 / np.maximum(affinity, 1e-12)
+        d_par = np.asarray(guide.distance, float)
+        env = affinity * np.clip(1.0 - (d_env - d_par) / window, 0.0, 1.0)
+        prox = prox * np.clip(1.0 - (d_par - d_env) / window, 0.0, 1.0)
+        # A joint the environment holds (a foot on the floor) and no partner touches keeps its target.
+        prox = np.where((affinity >= C.ENVIRONMENT_HELD) & (np.asarray(guide.proximity) < 1.0), 0.0, prox)
+    share = prox / np.maximum(prox + env, 1e-12)
+    share = np.where(prox + env > 0, share, 0.0)
     out = targets + share[..., None] * (np.nan_to_num(t) - targets)
     return out, np.maximum(affinity, prox)
 

@@ -2,9 +2,10 @@
 
 Another character's bones are capsules: a segment (parent joint to child joint) and a radius.
 Every joint of a character is described relative to each capsule of its partners as well as
-to the environment: the descriptor point is the closest point on the bone's segment, re-found
-every frame (it slides along the bone), and the joint's offset from it is kept in the bone's
-own frame (the bone's axis, and a reference across it from the neighbouring bones).
+to the environment: the descriptor point is the source's closest point on the bone's segment,
+kept at its place along the bone (a point re-found from where the joint now is would slide
+with it, leaving it free to drift along the bone), and the joint's offset from it is kept in
+the bone's own frame (the bone's axis, and a reference across it from the neighbouring bones).
 
 When the capsules change (a partner grows 20 %, its radii with it) the offset is rescaled
 so that the joint keeps its clearance from the capsule's surface (Eq. 12):
@@ -31,7 +32,7 @@ Gauss-Seidel over characters), so each character keeps the whole single-characte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,6 +60,18 @@ WINDOW = 0.25
 #: A partner capsule whose surface is this close (body heights) counts as touched:
 #: proximity weighting ``min(1, d0 / l)``.
 CONTACT = 0.015
+#: Whole-body interactions (``lean_anchors``): a hand within this of a partner's capsule
+#: (body heights) in the source, on at least ``LEAN_FRAMES`` frames in a row, is a hold the
+#: trunk leans to keep; the lean eases in and out over ``LEAN_EASE`` frames.
+LEAN_CONTACT = 0.04
+LEAN_FRAMES = 8
+LEAN_EASE = 6
+#: The trunk leans where a holding hand's shoulder is farther from the hand's target than the
+#: source's shoulder-to-hand distance by more than this fraction of it, or than ``LEAN_REACH``
+#: of the arm's full length; by at most ``LEAN_MAX_DEGREES``.
+LEAN_SLACK = 0.05
+LEAN_REACH = 0.97
+LEAN_MAX_DEGREES = 30.0
 
 
 def capsule_radii(skeleton, motion, fraction=RADIUS_FRACTION, radii=None):
@@ -152,6 +165,8 @@ class Relations:
     radii: np.ndarray
     offset: np.ndarray
     clearance: np.ndarray
+    #: (F,J,B) where along each bone (0: its parent joint, 1: its child) the closest point was
+    along: np.ndarray = None
 
 
 @dataclass
@@ -200,12 +215,12 @@ def bind_partners(bindings, radii=None):
             bones = _bones(other.skeleton, other.motion)
             a, e = other.motion[:, bones[:, 0]], other.motion[:, bones[:, 1]]           # (F,B,3)
             p = b.motion[:, :, None]                                                 # (F,J,1,3)
-            foot, _ = closest_on_segments(p, a[:, None], e[:, None])                 # (F,J,B,3)
+            foot, along = closest_on_segments(p, a[:, None], e[:, None])             # (F,J,B,3)
             v = p - foot
             frames = _bone_frames(other.skeleton, other.motion, bones, out.sides[o])   # (F,B,3,3)
             offset = np.einsum("fbdk,fjbd->fjbk", frames, v)
             r = caps[o][bones[:, 1]]
-            mine.append(Relations(o, bones, r, offset, np.linalg.norm(v, axis=-1) - r))
+            mine.append(Relations(o, bones, r, offset, np.linalg.norm(v, axis=-1) - r, along))
         out.relations.append(mine)
     return out
 
@@ -213,15 +228,18 @@ def bind_partners(bindings, radii=None):
 def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None):
     """Targets of character ``c``'s joints from its partners' capsules, with their weights.
 
-    positions : (F,J,3) the character's current joints (each descriptor point is the closest
-        point on a partner bone to them); poses : per character (F,J_o,3) its current joints
+    positions : (F,J,3) the character's current joints (used only by relations bound without
+        ``along``: each descriptor point is then the closest point on a partner bone to them;
+        otherwise it is where along the bone the source's was); poses : per character (F,J_o,3) its current joints
         (the partners' are used); radii : per character (J_o,) capsule radii now (default:
         as bound); window : None for every capsule with weight 1, else the fade window
         (Eq. 5) in length units.
     joints : optional (K,) the joints wanted (the others get NaN targets and proximity 0).
     Returns ``targets (F,J,3)``, ``proximity (F,J)`` in [0, 1] (how close the nearest weighted
-    capsule is: ``min(1, d0 / clearance)``), and ``depth (F,J)`` the source's deepest
-    penetration into each partner's capsules (0 where none; for the collision push).
+    capsule is: ``min(1, d0 / clearance)``), ``depth (F,J)`` the source's deepest
+    penetration into each partner's capsules (0 where none; for the collision push), and
+    ``distance (F,J)`` the source's clearance from the nearest capsule (inf for the joints
+    not wanted).
     """
     H = partners.body_height if body_height is None else body_height
     rels = partners.relations[c]
@@ -229,12 +247,13 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     js = np.arange(J) if joints is None else np.asarray(joints, np.int64)
     targets = np.full((F, J, 3), np.nan)
     prox = np.zeros((F, J))
+    distance = np.full((F, J), np.inf)
     if not rels:
-        return targets, prox, prox.copy()
+        return targets, prox, prox.copy(), distance
     # The source's deepest penetration, for every joint (the collision push).
     depth = np.maximum(-np.concatenate([rel.clearance for rel in rels], axis=2).min(axis=2), 0.0)
     if not len(js):
-        return targets, prox, depth
+        return targets, prox, depth, distance
     parts = []
     for rel in rels:
         o = rel.partner
@@ -242,7 +261,10 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         bones = rel.bones
         r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
         a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
-        foot, _ = closest_on_segments(positions[:, js, None], a[:, None], e[:, None])     # (F,K,B,3)
+        if rel.along is None:
+            foot, _ = closest_on_segments(positions[:, js, None], a[:, None], e[:, None])  # (F,K,B,3)
+        else:
+            foot = a[:, None] + rel.along[:, js, :, None] * (e - a)[:, None]
         frames = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o])       # (F,B,3,3)
         # Eq. 12: the offset's length becomes the new radius plus the source clearance.
         offset, clearance = rel.offset[:, js], rel.clearance[:, js]
@@ -267,8 +289,9 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         w = w * np.clip(d0 / np.maximum(dist, d0), 0.0, 1.0)
     den = w.sum(axis=2)
     targets[:, js] = np.einsum("fjb,fjbd->fjd", w, T) / np.maximum(den, 1e-300)[..., None]
-    prox[:, js] = np.clip(d0 / np.maximum(dist.min(axis=2), d0), 0.0, 1.0)
-    return targets, prox, depth
+    distance[:, js] = dist.min(axis=2)
+    prox[:, js] = np.clip(d0 / np.maximum(distance[:, js], d0), 0.0, 1.0)
+    return targets, prox, depth, distance
 
 
 def push_out_of_capsules(x, a, b, r, allowed):
@@ -369,7 +392,8 @@ class CapsuleCollisions:
 
 
 def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
-                   per_character=None, progress=None, contacts=None, outcomes=None, **options):
+                   per_character=None, progress=None, contacts=None, outcomes=None, whole_body=False,
+                   changes=None, **options):
     """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
 
     bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
@@ -385,6 +409,11 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         (reposition, phases, locked, ...) or None: its last round checks its contacts (and
         re-positions them) with the partners' targets; ``outcomes`` (a list as long, when
         given) receives each character's contact outcomes (None where not checked).
+    whole_body : the trunk leans to keep a hold (``lean_anchors``: a hand on a partner in the
+        source keeps its arm's shoulder-to-hand distance, the trunk turning about the hips);
+        False steers the limbs alone.
+    changes : optional list that receives, per round, the farthest any joint of any character
+        moved from the round before (length units): the rounds' convergence.
     options : passed to every ``adapt``.
     """
     from .adaptation import AdaptResult, Rig, adapt
@@ -463,12 +492,15 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     near_pairs = [[np.argwhere(rel.clearance[:, reach[c]].min(axis=0) < REACH * H)
                    if reach[c] is not None and len(reach[c]) else np.zeros((0, 2), np.int64)
                    for rel in partners.relations[c]] for c in range(n)]
+    leans = [lean_anchors(b, partners, c, Rig(b, bone_lengths[c])) if whole_body and poses[c] is None else None
+             for c, b in enumerate(bindings)]
     for r, window in enumerate(windows):
+        before = [p.copy() for p in current] if changes is not None else None
         for c, b in enumerate(bindings):
             if poses[c] is not None:
                 continue
-            t, prox, depth = partner_targets(partners, c, current[c], current, now_radii, window, H,
-                                             joints=np.flatnonzero(steer[c]))
+            t, prox, depth, distance = partner_targets(partners, c, current[c], current, now_radii, window, H,
+                                                       joints=np.flatnonzero(steer[c]))
             caps, pairs = [], []
             for rel, near in zip(partners.relations[c], near_pairs[c]):
                 # Only the bones of some pair, renumbered.
@@ -479,8 +511,11 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             # Frame 0 settles from where the character is (the last round's, or its targets
             # before the first): about 170 of a round's 350 solver steps went to settling it
             # from the source's.
+            lean = None
+            if leans[c] is not None:
+                lean = replace(leans[c], goals=t[:, leans[c].hands])
             guide = Guide(t, prox, CapsuleCollisions(caps, depth, joints=reach[c], pairs=pairs),
-                          start=current[c][0])
+                          start=current[c][0], lean=lean, distance=distance)
             if settled[c] and _at_rest(current[c], t, prox, guide.collide, H):
                 # Its own targets and its partners' are where it already is, and no capsule
                 # pushes it (an unedited or rigidly moved pair): the round would give it back.
@@ -499,6 +534,8 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             finished_one()
             current[c] = results[c].positions
             settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * H
+        if changes is not None:
+            changes.append(max(float(np.linalg.norm(p - q, axis=-1).max()) for p, q in zip(current, before)))
     for c, b in enumerate(bindings):
         if results[c] is None:                   # given, not adapted: reported as it is
             zeros = np.zeros(current[c].shape[:2])
@@ -554,3 +591,106 @@ class Guide:
     collide: object = None
     #: (J,3) the pose frame 0 settles from (default: the source's frame 0)
     start: np.ndarray = None
+    #: optional ``Lean``: the trunk leans to keep the holding hands' arms as in the source
+    lean: object = None
+    #: optional (F,J) each joint's distance to the nearest weighted partner capsule: the
+    #: environment's and the partners' weights then fade by one Eq. 5 window (``adapt``)
+    distance: np.ndarray = None
+
+
+@dataclass
+class Lean:
+    """A character's holds on its partners, for the trunk's lean (``lean_anchors``).
+
+    ``hands (K,)`` hold a partner on the frames where ``weight (F,K)`` is above 0;
+    ``shoulders (K,)`` are their arms' roots; ``span (F,K)`` the source's shoulder-to-hand
+    distance with the arm's bone lengths now, ``reach (F,K)`` the arm's full length now;
+    ``goals (F,K,3)`` where the partners now put the hands (set each round)."""
+
+    hands: np.ndarray
+    shoulders: np.ndarray
+    span: np.ndarray
+    reach: np.ndarray
+    weight: np.ndarray
+    goals: np.ndarray = None
+    max_degrees: float = LEAN_MAX_DEGREES
+
+    def anchors(self, targets):
+        """``(shoulders, goals (F,K,3), weight (F,K))`` for ``_TrunkModel.lean``: each
+        shoulder's goal is the nearest point to its target (``targets``, the environment's)
+        no farther from the hand's goal than ``LEAN_SLACK`` past the source's distance and
+        within ``LEAN_REACH`` of the arm's length (a shoulder nearer stays)."""
+        s = targets[:, self.shoulders]
+        v = s - self.goals
+        d = np.linalg.norm(v, axis=-1)
+        hi = np.minimum(self.span * (1.0 + LEAN_SLACK), LEAN_REACH * self.reach)
+        want = np.minimum(d, hi)
+        ok = np.isfinite(d) & (d > 1e-12)
+        goals = np.where(ok[..., None], self.goals + v * (want / np.where(ok, d, 1.0))[..., None], s)
+        return self.shoulders, goals, np.where(ok, self.weight, 0.0)
+
+
+def _eased_runs(on, least, ease):
+    """(F,) in [0,1]: 1 over the runs of ``on`` (F,) bool at least ``least`` frames long,
+    falling to 0 over ``ease`` frames outside them (smoothstep); 0 elsewhere."""
+    F = len(on)
+    keep = np.zeros(F, bool)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], on.astype(np.int8), [0]])))
+    for a, b in zip(edges[::2], edges[1::2]):
+        if b - a >= least:
+            keep[a:b] = True
+    if not keep.any():
+        return np.zeros(F)
+    inside = np.flatnonzero(keep)
+    gap = np.abs(np.arange(F)[:, None] - inside[None]).min(axis=1)
+    x = np.clip(1.0 - gap / float(ease + 1), 0.0, 1.0)
+    return x * x * (3.0 - 2.0 * x)
+
+
+def lean_anchors(binding, partners, c, rig):
+    """The hands of character ``c`` that hold a partner in the source (``LEAN_CONTACT``, for
+    ``LEAN_FRAMES`` frames in a row), as a ``Lean`` without goals; None when none does (or
+    the trunk is not found).
+
+    A hand is an arm's end among the contact effectors (``skeleton.joints.limb_effectors``)
+    whose arm the spine above the hips carries; ``rig`` the character's ``adaptation.Rig``
+    (its trunk, and its bone lengths now)."""
+    from .reaching import limb
+    from .skeleton.joints import limb_effectors
+    rels = partners.relations[c]
+    trunk = rig.trunk
+    if not rels or trunk is None:
+        return None
+    sk, m, H = binding.skeleton, binding.motion, binding.body_height
+    scale = rig.scale
+    lengths = sk.bone_lengths(m)
+    carried = set()
+    for a in trunk.chain[1:].tolist():
+        carried.update(trunk.below.get(a, np.zeros(0, np.int64)).tolist())
+    hands, shoulders, span, reach, weight = [], [], [], [], []
+    seen = set()
+    clearance = np.min([rel.clearance.min(axis=2) for rel in rels], axis=0)          # (F,J)
+    for e in limb_effectors(sk, m, H).tolist():
+        try:
+            shoulder, elbow, upper, lower = limb(sk, m, e)
+        except InputError:
+            continue
+        if shoulder in seen or shoulder not in carried:
+            continue
+        w = _eased_runs(clearance[:, e] <= LEAN_CONTACT * H, LEAN_FRAMES, LEAN_EASE)
+        if not w.any():
+            continue
+        seen.add(shoulder)
+        bones = list(upper) + list(lower)
+        hands.append(e)
+        shoulders.append(shoulder)
+        arm_scale = float(np.sum(lengths[:, bones].mean(axis=0) * scale[bones]) /
+                          max(float(np.sum(lengths[:, bones].mean(axis=0))), 1e-300))
+        span.append(np.linalg.norm(m[:, e] - m[:, shoulder], axis=-1) * arm_scale)
+        reach.append((lengths[:, bones] * scale[bones]).sum(axis=1))
+        weight.append(w)
+    if not hands:
+        return None
+    return Lean(np.array(hands, np.int64), np.array(shoulders, np.int64), np.stack(span, axis=1),
+                np.stack(reach, axis=1), np.stack(weight, axis=1))
+

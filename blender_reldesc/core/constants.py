@@ -196,3 +196,8 @@ TRUNK_BLEND = 0.05
 #: Shortest offset (body heights) that gives a direction: the hip joints' spread for the facing,
 #: a step of travel, a lean or a foot that votes for which way the body faces.
 TRAVEL_MIN_STEP = 0.002
+
+#: Partners (``characters.adapt_partners``): a joint whose environment affinity is at least this
+#: (a foot standing on the floor) keeps the environment's target unless a partner's capsule
+#: touches it.
+ENVIRONMENT_HELD = 0.5

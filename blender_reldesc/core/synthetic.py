@@ -972,7 +972,7 @@ def table_scene(frames=90, fps=30.0, height=1.0):
     return skel, pos, table
 
 
-def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
+def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands", crouch=0.0):
     """Two humanoids standing face to face ``apart`` metres apart on the floor, both trunks
     swaying ±3° forward and back, the free arms hanging. ``hold``:
 
@@ -982,7 +982,12 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
       ``LeftArm``, the hand flat), B's arms hanging (use ``apart`` 0.5);
     - "wrestle": a collar tie (use ``apart`` 0.45): both lean 12° into each other, swaying
       ±4° out of step, and each has both hands on the other's shoulders (``LeftHand`` 5 cm
-      over the other's ``RightArm``, ``RightHand`` over its ``LeftArm``).
+      over the other's ``RightArm``, ``RightHand`` over its ``LeftArm``);
+    - "hug": face to face (use ``apart`` 0.3), each with both arms around the other's back,
+      A's hands 10 cm behind B's ``Spine1`` and 12 cm to each side, B's around A's ``Spine2``,
+      both trunks leaning 6° in.
+
+    ``crouch``: B's hips that much lower, its knees bent and its feet flat on the floor.
 
     Returns ``skeleton, (motion_a (F,J,3), motion_b (F,J,3))`` (one skeleton, two clips).
     """
@@ -990,10 +995,10 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
     idx = skel.names.index
     t = np.arange(frames) / fps
 
-    def one(x0, turn, targets, phase, lean=0.0, sway=3.0):
+    def one(x0, turn, targets, phase, lean=0.0, sway=3.0, low=0.0):
         tilt = np.radians(lean) + np.radians(sway) * np.sin(2.0 * np.pi * t / 2.5 + phase)
         pos = np.zeros((frames, len(skel), 3))
-        pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT]
+        pos[:, idx("Hips")] = [0.0, 0.0, HIP_HEIGHT - low]
         _upper_body(pos, skel, off, _rot_y(tilt))
         c, s = np.cos(turn), np.sin(turn)
         Rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
@@ -1002,7 +1007,8 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
             sign = 1.0 if arm == "Left" else -1.0
             if arm in targets:
                 local = (targets[arm] - origin) @ Rz                  # the target in this character's frame
-                _arm_to(pos, skel, off, arm, local, np.array([-0.3, sign, -0.5]))
+                _arm_to(pos, skel, off, arm, local, np.array([-0.3, sign, -0.5]) if hold != "hug"
+                        else np.array([0.0, sign, -0.3]))
             else:
                 shoulder = pos[:, idx(arm + "Arm")]
                 _arm_to(pos, skel, off, arm, shoulder + np.array([0.06, sign * 0.05, -0.52]),
@@ -1016,7 +1022,7 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
         a = one(-apart / 2, 0.0, {"Right": grip - [0.02, 0.0, 0.0]}, 0.0)
         b = one(apart / 2, np.pi, {"Left": grip + [0.02, 0.0, 0.0]}, 1.3)
     elif hold == "shoulder":
-        b = one(apart / 2, np.pi, {}, 1.3)
+        b = one(apart / 2, np.pi, {}, 1.3, low=crouch)
         a = one(-apart / 2, 0.0, {"Right": b[:, idx("LeftArm")] + [0.0, 0.0, 0.05]}, 0.0)
     elif hold == "wrestle":
         up = np.array([0.0, 0.0, 0.05])
@@ -1025,8 +1031,16 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands"):
                 lean=12.0, sway=4.0)
         b = one(apart / 2, np.pi, {"Right": a[:, idx("LeftArm")] + up, "Left": a[:, idx("RightArm")] + up}, 1.6,
                 lean=12.0, sway=4.0)
+    elif hold == "hug":
+        b = one(apart / 2, np.pi, {}, 1.6, lean=6.0, sway=2.0, low=crouch)
+        back = np.array([0.10, 0.0, 0.0])
+        side = np.array([0.0, 0.12, 0.0])
+        a = one(-apart / 2, 0.0, {"Right": b[:, idx("Spine1")] + back - side, "Left": b[:, idx("Spine1")] + back + side},
+                0.0, lean=6.0, sway=2.0)
+        b = one(apart / 2, np.pi, {"Right": a[:, idx("Spine2")] - back + side, "Left": a[:, idx("Spine2")] - back - side},
+                1.6, lean=6.0, sway=2.0, low=crouch)
     else:
-        raise ValueError(f"hold must be 'hands', 'shoulder' or 'wrestle', got {hold!r}")
+        raise ValueError(f"hold must be 'hands', 'shoulder', 'wrestle' or 'hug', got {hold!r}")
     return skel, (a, b)
 
 

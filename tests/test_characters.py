@@ -5,7 +5,7 @@ import pytest
 
 from blender_reldesc.core import InputError, TriMesh, bind
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.characters import (_bones, adapt_partners, bind_partners, capsule_radii,
+from blender_reldesc.core.characters import (ROUNDS, _bones, adapt_partners, bind_partners, capsule_radii,
                                              closest_on_segments)
 
 
@@ -53,7 +53,7 @@ def test_an_unedited_pair_reproduces_both_clips(pair, whole_body):
     out = adapt_partners([ba, bb], mesh, partners, whole_body=whole_body, changes=changes)
     np.testing.assert_allclose(out[0].positions, a, atol=1e-9)
     np.testing.assert_allclose(out[1].positions, b, atol=1e-9)
-    assert len(changes) == 3 and max(changes) < 1e-9
+    assert len(changes) == ROUNDS and max(changes) < 1e-9
 
 
 @pytest.mark.parametrize("whole_body", [False, True])
@@ -202,7 +202,7 @@ def test_lean_anchors_find_the_holding_hands_only():
 def test_a_wrestling_hold_with_the_partner_scaled(scale):
     # The issue's wrestling-style hold (a collar tie: both lean in, each with both hands on the
     # other's shoulders, 5 cm over the shoulder joints), the partner scaled 0.8 or 1.2: the
-    # four hands stay on the shoulders (within 3.5 cm of their 5 cm, measured 1.6-3.2; 14-32
+    # four hands stay on the shoulders (within 3 cm of their 5 cm, measured 0.8 and 1.9; 14-32
     # cm off adapted without partners), no capsule deeper into the other's than in the source
     # plus 1 cm, both wrestlers' feet on the floor.
     from blender_reldesc.core import adapt
@@ -220,7 +220,7 @@ def test_a_wrestling_hold_with_the_partner_scaled(scale):
                    for p, q in ((pa, pb), (pb, pa)) for h, s in (("RightHand", "LeftArm"), ("LeftHand", "RightArm")))
 
     assert holds(a, b) < 1e-9
-    assert holds(out[0].positions, out[1].positions) <= 0.035
+    assert holds(out[0].positions, out[1].positions) <= 0.03
     assert holds(adapt(ba, mesh).positions, adapt(bb, mesh, bone_lengths=scaled).positions) > 0.1
     before = _penetration(skel, a, b, partners.radii[0], partners.radii[1])
     after = _penetration(skel, out[0].positions, out[1].positions, partners.radii[0], scale * partners.radii[1])
@@ -228,6 +228,88 @@ def test_a_wrestling_hold_with_the_partner_scaled(scale):
     feet = [i(n) for n in ("LeftToe", "RightToe")]
     for r, src in zip(out, (a, b)):
         assert np.abs(r.positions[:, feet, 2] - src[:, feet, 2]).max() < 0.02
+
+
+@pytest.mark.parametrize("scale", [0.8, 1.2])
+def test_the_rounds_settle_on_a_collar_tie(scale):
+    # More rounds do not move the wrestlers on: eight rounds hold the shoulders as five do, the
+    # rounds with every capsule weighted settle (29, 11, 7, 3, 2, 0.4 cm at 0.8), and the poses
+    # of five and eight rounds are within 3.2 cm. Three rounds (the default before) held the
+    # shoulders 3.2 cm off at 0.8.
+    skel, (a, b) = S.pair_scene(40, apart=0.45, hold="wrestle")
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+    partners = bind_partners([ba, bb])
+    lengths = skel.bone_lengths(b).mean(axis=0)
+    scaled = [None, {n: scale * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
+    i = skel.index
+
+    def holds(out):
+        pa, pb = out[0].positions, out[1].positions
+        return max(np.abs(np.linalg.norm(p[:, i(h)] - q[:, i(s)], axis=-1) - 0.05).max()
+                   for p, q in ((pa, pb), (pb, pa)) for h, s in (("RightHand", "LeftArm"), ("LeftHand", "RightArm")))
+
+    changes = []
+    five = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled)
+    eight = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=8, changes=changes)
+    assert holds(five) <= 0.03 and abs(holds(eight) - holds(five)) <= 0.002
+    assert max(np.linalg.norm(x.positions - y.positions, axis=-1).max() for x, y in zip(five, eight)) <= 0.04
+    everything = changes[:-2]                                     # the rounds with every capsule
+    assert everything[-1] <= 0.01 and everything[-1] < everything[1] / 10
+
+
+def test_the_twist_limits_leave_a_hand_on_a_partner_where_it_is():
+    # The upper body turned 120° about the spine past its twist range: the twist limits turn
+    # it back, swinging the hands with it, except on the frames where a hand rests on a partner
+    # (``Rig.finish(twist_held=...)``, as for pinned joints).
+    from blender_reldesc.core.adaptation import Rig
+    skel, (a, b) = S.pair_scene(20, apart=0.5, hold="shoulder")
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    rig = Rig(bind(skel, a, mesh))
+    i = skel.index
+    spine, top = i("Spine1"), i("Spine2")
+    below = [j for j in range(len(skel)) if top in _ancestors(skel, j)]
+    axis = a[:, top] - a[:, spine]
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    turned = a.copy()
+    c, s = np.cos(np.radians(120.0)), np.sin(np.radians(120.0))
+    v = turned[:, below] - turned[:, top, None]
+    k = axis[:, None]
+    turned[:, below] = turned[:, top, None] + v * c + np.cross(np.broadcast_to(k, v.shape), v) * s \
+        + k * np.einsum("fkd,fkd->fk", np.broadcast_to(k, v.shape), v)[..., None] * (1 - c)
+    frames = np.arange(len(a))
+    free = rig.finish(turned, frames)
+    hand = i("RightHand")
+    assert np.linalg.norm(free[:, hand] - turned[:, hand], axis=-1).min() > 0.2      # turned back
+    held = np.zeros(turned.shape[:2], bool)
+    held[::2, hand] = True
+    kept = rig.finish(turned, frames, twist_held=held)
+    np.testing.assert_allclose(kept[::2, hand], turned[::2, hand], atol=1e-9)
+    np.testing.assert_allclose(kept[1::2], free[1::2], atol=1e-12)
+
+
+def _ancestors(skel, j):
+    out = []
+    while skel.parents[j] >= 0:
+        j = int(skel.parents[j])
+        out.append(j)
+    return out
+
+
+def test_a_hold_returned_holds_no_lean():
+    # Each wrestler holds the other: leaning to keep one's own arms moves the other's hands, so
+    # neither leans and the whole body gives the limbs' result to the bit. A hand resting on a
+    # partner who holds nothing back does lean (``test_the_trunk_leans_...``).
+    skel, (a, b) = S.pair_scene(30, apart=0.45, hold="wrestle")
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+    partners = bind_partners([ba, bb])
+    lengths = skel.bone_lengths(b).mean(axis=0)
+    scaled = [None, {n: 0.8 * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
+    whole = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=3)
+    limbs = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=3, whole_body=False)
+    for x, y in zip(whole, limbs):
+        np.testing.assert_array_equal(x.positions, y.positions)
 
 
 def test_bone_frames_are_orthonormal_and_turn_with_the_body():

@@ -452,14 +452,16 @@ class Rig:
         return Warper(self.edges, self.edge_lengths, self.binding.body_height, glue=self.glue,
                       pins=pins, collide=collide, clusters=self.clusters, **options)
 
-    def finish(self, positions, frames, held=None):
+    def finish(self, positions, frames, held=None, twist_held=None):
         """Twist limits, then exact bone lengths: each joint moved along its bone, parents first.
 
         The warper leaves a small bone-length error (``bone_length_error``);
         this forward pass removes it so the positions are exactly what forward
         kinematics of the recovered rotations gives, i.e. what a baked action
         shows. Pinned joints stay where they are pinned (``held`` (n,J) bool: the joints
-        pinned at each row, when the pins are not the rig's own).
+        pinned at each row, when the pins are not the rig's own). ``twist_held`` (n,J) bool:
+        joints held by something else (a partner), which the twist limits leave in place as
+        they leave pinned ones, though the exact-length pass moves them.
         """
         out = np.array(positions, dtype=float)
         sk = self.binding.skeleton
@@ -467,7 +469,8 @@ class Rig:
         if held is None and self.pins is not None:
             held = ~np.isnan(self.pins[frames][..., 0])
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
-            out = self.twists.limit(sk, out, held)
+            keep = held if twist_held is None else (twist_held if held is None else held | twist_held)
+            out = self.twists.limit(sk, out, keep)
         bone = np.zeros(len(sk), bool)
         bone[self.bones[:, 1]] = True
         jm = np.ascontiguousarray(out.swapaxes(0, 1))                    # (J,n,3): each joint contiguous
@@ -1091,6 +1094,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
             rig.trunk.lean(targets, affinity, joints, goals, weight, guide.lean.max_degrees)
         d0 = binding.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * binding.body_height
         targets, affinity = _guided(targets, affinity, guide, binding.body_height, d0)
+
     rig.hold_embeddings(targets)
     frames = np.arange(binding.frame_count)
     collide = None
@@ -1104,7 +1108,14 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
         collide = guide.collide
     start = binding.motion[0] if guide is None or guide.start is None else guide.start
     solved = rig.warper(collide).run(targets, start, affinity, progress)
-    positions = rig.finish(solved, frames)
+    # A hand resting on a partner is not swung off it by the twist limits, as a pinned joint is
+    # not: turning the spine's subtree back into its range flung a collar tie's hands 0.6-1.1 m
+    # off the partner's shoulders when the narrowest window was repeated round after round (a
+    # schedule tried), and the partner then chased them.
+    touching = None
+    if guide is not None:
+        touching = (np.asarray(guide.proximity) >= 1.0) & ~np.isnan(np.asarray(guide.targets)[..., 0])
+    positions = rig.finish(solved, frames, twist_held=touching)
     return _result(rig, solved, positions, targets, affinity, frames)
 
 
@@ -1128,8 +1139,9 @@ def _guided(targets, affinity, guide, body_height, d0):
         d_par = np.asarray(guide.distance, float)
         env = affinity * np.clip(1.0 - (d_env - d_par) / window, 0.0, 1.0)
         prox = prox * np.clip(1.0 - (d_par - d_env) / window, 0.0, 1.0)
-        # A joint the environment holds (a foot on the floor) and no partner touches keeps its target.
-        prox = np.where((affinity >= C.ENVIRONMENT_HELD) & (np.asarray(guide.proximity) < 1.0), 0.0, prox)
+        # A joint the environment holds (a foot on the floor) keeps its target, a partner's
+        # touch or not: a hug's toes, touching the partner's, slid 5-13 cm a round with them.
+        prox = np.where(affinity >= C.ENVIRONMENT_HELD, 0.0, prox)
     share = prox / np.maximum(prox + env, 1e-12)
     share = np.where(prox + env > 0, share, 0.0)
     out = targets + share[..., None] * (np.nan_to_num(t) - targets)

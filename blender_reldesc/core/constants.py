@@ -198,6 +198,6 @@ TRUNK_BLEND = 0.05
 TRAVEL_MIN_STEP = 0.002
 
 #: Partners (``characters.adapt_partners``): a joint whose environment affinity is at least this
-#: (a foot standing on the floor) keeps the environment's target unless a partner's capsule
-#: touches it.
+#: (a foot standing on the floor) keeps the environment's target; the partners' capsules only
+#: push it out.
 ENVIRONMENT_HELD = 0.5

@@ -143,13 +143,11 @@ def test_a_hand_on_the_partners_shoulder_follows_it_down(whole_body):
     # weighed in one Eq. 5 window (``adaptation._guided``), the floor 1.4 m below kept 5 % of
     # the hand and it stayed 1.1-2.3 cm above the lowered shoulder on every frame.
     assert off.max() <= 0.005
-    # The toes do not follow the partner's sunk feet (measured 0.01 cm; 2.7 cm before the
-    # environment held them: ``constants.ENVIRONMENT_HELD``). The ankles still sink 1.9 cm:
-    # the knees, nearer the partner's legs than the floor, are drawn down by them.
-    toes = [skel.index(n) for n in ("LeftToe", "RightToe")]
-    assert np.abs(out[0].positions[:, toes, 2] - a[:, toes, 2]).max() < 0.002
-    ankles = [skel.index(n) for n in ("LeftFoot", "RightFoot")]
-    assert np.abs(out[0].positions[:, ankles, 2] - a[:, ankles, 2]).max() < 0.025
+    # The feet do not follow the partner's sunk feet: the toes 0.01 cm (2.7 cm before the
+    # environment held them: ``constants.ENVIRONMENT_HELD``), the ankles 0.07 cm (1.9 cm while
+    # the knees, nearer the partner's legs than the floor, were drawn down by them: ``LIMB_TOUCH``).
+    feet = [skel.index(n) for n in ("LeftToe", "RightToe", "LeftFoot", "RightFoot")]
+    assert np.abs(out[0].positions[:, feet, 2] - a[:, feet, 2]).max() < 0.002
     assert changes[-1] < 0.002                                    # measured 0.01-0.02 cm
 
 
@@ -233,9 +231,10 @@ def test_a_wrestling_hold_with_the_partner_scaled(scale):
 @pytest.mark.parametrize("scale", [0.8, 1.2])
 def test_the_rounds_settle_on_a_collar_tie(scale):
     # More rounds do not move the wrestlers on: eight rounds hold the shoulders as five do, the
-    # rounds with every capsule weighted settle (29, 11, 7, 3, 2, 0.4 cm at 0.8), and the poses
-    # of five and eight rounds are within 3.2 cm. Three rounds (the default before) held the
-    # shoulders 3.2 cm off at 0.8.
+    # rounds with every capsule weighted settle (at 0.8: 31, 11, 3, 2, 0.6, 0.0 cm; at 1.2 30,
+    # 8, 4, 4, 2, 2), and the poses of five and eight rounds are within 1.3 cm (3.1 cm with the
+    # elbows and knees steered where they do not touch). Three rounds (the default before) held
+    # the shoulders 3.2 cm off at 0.8.
     skel, (a, b) = S.pair_scene(40, apart=0.45, hold="wrestle")
     mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
     ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
@@ -253,9 +252,9 @@ def test_the_rounds_settle_on_a_collar_tie(scale):
     five = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled)
     eight = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=8, changes=changes)
     assert holds(five) <= 0.03 and abs(holds(eight) - holds(five)) <= 0.002
-    assert max(np.linalg.norm(x.positions - y.positions, axis=-1).max() for x, y in zip(five, eight)) <= 0.04
+    assert max(np.linalg.norm(x.positions - y.positions, axis=-1).max() for x, y in zip(five, eight)) <= 0.02
     everything = changes[:-2]                                     # the rounds with every capsule
-    assert everything[-1] <= 0.01 and everything[-1] < everything[1] / 10
+    assert everything[-1] <= 0.02 and everything[-1] < everything[0] / 10
 
 
 def test_the_twist_limits_leave_a_hand_on_a_partner_where_it_is():

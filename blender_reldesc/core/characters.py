@@ -70,6 +70,12 @@ CONTACT = 0.015
 LEAN_CONTACT = 0.04
 LEAN_FRAMES = 8
 LEAN_EASE = 6
+#: The joint above a limb's end (elbow, knee) is steered by partners only on the frames where it
+#: or that end is within this of a partner's capsule in the source (body heights), eased in and
+#: out over ``LEAN_EASE`` frames: a hug's knees, near the partner's legs without touching them,
+#: steered each other round after round (6-8 cm a round), and a knee drawn down by a partner's
+#: crouching legs took the ankle 2-4 cm into the floor.
+LIMB_TOUCH = 0.04
 #: The trunk leans where a holding hand's shoulder is farther from the hand's target than the
 #: source's shoulder-to-hand distance by more than this fraction of it, or than ``LEAN_REACH``
 #: of the arm's full length; by at most ``LEAN_MAX_DEGREES``.
@@ -487,6 +493,7 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     # the other's (4 cm apart in the source) 3.8-4.0 cm apart after three rounds, as after five.
     windows = ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
     steer = [steered_joints(b) for b in bindings]
+    touch = [_touching_above(b, partners, c) for c, b in enumerate(bindings)]
     # The joints that can reach a partner's capsule: within REACH body heights of one in the
     # source (a grown partner comes nearer, not across the room); the others are not tested.
     reach = [np.flatnonzero(np.min([rel.clearance.min(axis=(0, 2)) for rel in partners.relations[c]], axis=0)
@@ -520,6 +527,8 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 continue
             t, prox, depth, distance = partner_targets(partners, c, current[c], current, now_radii, window, H,
                                                        joints=np.flatnonzero(steer[c]))
+            if touch[c] is not None:
+                prox = prox * touch[c]
             caps, pairs = [], []
             for rel, near in zip(partners.relations[c], near_pairs[c]):
                 # Only the bones of some pair, renumbered.
@@ -563,6 +572,24 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     return results
 
 
+def _touching_above(binding, partners, c):
+    """(F,J) 1 where partners may steer character ``c``'s joints: everywhere but at the joint
+    above each limb's end (elbow, knee), which only where it or that end touches a partner in
+    the source (``LIMB_TOUCH``), eased over ``LEAN_EASE`` frames; None without partners."""
+    from .skeleton.joints import limb_effectors
+    rels = partners.relations[c]
+    if not rels:
+        return None
+    sk, H = binding.skeleton, partners.body_height
+    ends = limb_effectors(sk, binding.motion, binding.body_height).tolist()
+    clearance = np.min([rel.clearance.min(axis=2) for rel in rels], axis=0)              # (F,J)
+    out = np.ones(clearance.shape)
+    for j in sorted({int(sk.parents[e]) for e in ends if sk.parents[e] >= 0} - set(ends)):
+        near = (clearance[:, [j] + [e for e in ends if sk.parents[e] == j]] <= LIMB_TOUCH * H).any(axis=1)
+        out[:, j] = _eased_runs(near, 1, LEAN_EASE)
+    return out
+
+
 def steered_joints(binding):
     """(J,) bool: the joints partners steer, the limbs' ends (``skeleton.joints.limb_effectors``:
     hands, feet, toes), the joint above each (elbows, knees) and every joint below them
@@ -572,9 +599,9 @@ def steered_joints(binding):
     partners' capsules. Steering every joint near a partner, a collar tie whose partner was
     scaled 0.8 or 1.2 drifted round by round (each trunk following the other's, the unscaled
     wrestler's hips lifted 10 cm off the floor): the hands on the shoulders ended 30-60 cm
-    off; steering the ends and elbows: within 3.2 cm. The price: a trunk does not lean to
-    reach (a hand resting on a partner lowered 0.2 m, the arm at full stretch, ends 2.3 cm
-    off where it was 1.9)."""
+    off; steering the ends and elbows: within 3.2 cm. The elbows and knees only where they or
+    their ends touch a partner (``LIMB_TOUCH``); the trunk leans to keep a hold instead
+    (``lean_anchors``)."""
     from .skeleton.joints import limb_effectors
     sk = binding.skeleton
     keep = np.zeros(len(sk), bool)

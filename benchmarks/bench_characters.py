@@ -41,9 +41,13 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3, help="timings are the median of this many runs")
     ap.add_argument("--scenes", action="store_true", help="only the whole-body scenes (issue 37)")
+    ap.add_argument("--conventions", action="store_true",
+                    help="only the collar tie and the hand on a shoulder on rigs of four conventions")
     args = ap.parse_args(argv)
     if args.scenes:
         return scenes(args.frames, args.repeat)
+    if args.conventions:
+        return conventions(args.frames, args.repeat)
     skel, (a, b) = S.pair_scene(args.frames)
     mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
     ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
@@ -186,6 +190,63 @@ def scenes(frames, repeat):
                       f"{100 * after:.1f} | {100 * dz[0]:.2f} / {100 * dz[1]:.2f} | {100 * hips:.1f} "
                       f"| {lean[0]:+.1f} / {lean[1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
                       f"| {100 * beyond:.2f} | {frames / dt:.0f} |")
+
+
+def conventions(frames, repeat):
+    """The collar tie (partner scaled) and the hand on a crouching partner's shoulder, carried
+    onto rigs of four conventions (``synthetic.on_convention``), with the whole body."""
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{frames} frames")
+    print()
+    print("| rig | joints | scene | edit | holds: worst change (cm) | against 8 rounds (cm) | toes and ankles (cm) "
+          "| trunk tilt vs source (deg) | pair frames/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    tie = S.pair_scene(frames, apart=0.45, hold="wrestle")[1]
+    rest = S.pair_scene(frames, apart=0.5, hold="shoulder")[1]
+    crouch = S.pair_scene(frames, apart=0.5, hold="shoulder", crouch=0.4)[1][1]
+    for convention in ("bvh", "mixamo", "rigify", "ue"):
+        for scene, (a0, b0), edits in (("collar tie", tie, ("scaled 0.8", "scaled 1.2")),
+                                       ("hand on shoulder", rest, ("crouching 0.4",))):
+            sk, a, name = S.on_convention(convention, a0)
+            b = S.on_convention(convention, b0)[1]
+            i = sk.index
+            ba, bb = bind(sk, a, mesh), bind(sk, b, mesh)
+            partners = bind_partners([ba, bb])
+            lengths = sk.bone_lengths(b).mean(axis=0)
+            holds = ([(0, "hand.R", "upperarm.L"), (0, "hand.L", "upperarm.R"), (1, "hand.R", "upperarm.L"),
+                      (1, "hand.L", "upperarm.R")] if scene == "collar tie" else [(0, "hand.R", "upperarm.L")])
+            for edit in edits:
+                kind, v = edit.split()
+                v = float(v)
+                if kind == "scaled":
+                    kw = dict(bone_lengths=[None, {n: v * lengths[j] for j, n in enumerate(sk.names)
+                                                   if sk.parents[j] >= 0 and lengths[j] > 1e-6}])
+                    scale, moved, now_b = v, (0, 1), None
+                else:
+                    now_b = S.on_convention(convention, crouch)[1]
+                    kw = dict(poses=[None, now_b])
+                    scale, moved = 1.0, (0,)
+                dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, **kw), repeat)
+                more = adapt_partners([ba, bb], mesh, partners, rounds=8, **kw)
+                P = [o.positions for o in out]
+                src = [a, b]
+                err = max(np.abs(np.linalg.norm(P[c][:, i(name(h))] - P[1 - c][:, i(name(j))], axis=-1)
+                                 - np.linalg.norm(src[c][:, i(name(h))] - src[1 - c][:, i(name(j))], axis=-1)).max()
+                          for c, h, j in holds)
+                beyond = max(float(np.linalg.norm(x.positions - y.positions, axis=-1).max()) for x, y in zip(out, more))
+                feet = [i(name(r)) for r in ("toe.L", "toe.R", "foot.L", "foot.R")]
+                dz = max(np.abs(P[c][:, feet[:2], 2] - src[c][:, feet[:2], 2] * (scale if c else 1.0)).max()
+                         for c in moved)
+                dz_ankle = max(np.abs(P[c][:, feet[2:], 2] - src[c][:, feet[2:], 2] * (scale if c else 1.0)).max()
+                               for c in moved)
+
+                def tilt(p):
+                    w = p[:, i(name("neck"))] - p[:, i(name("hips"))]
+                    return np.degrees(np.arccos(w[:, 2] / np.linalg.norm(w, axis=-1)))
+                lean = float(np.mean(tilt(P[0]) - tilt(a)))
+                print(f"| {convention} | {len(sk)} | {scene} | {edit} | {100 * err:.2f} | {100 * beyond:.2f} "
+                      f"| {100 * dz:.2f} / {100 * dz_ankle:.2f} | {lean:+.1f} | {frames / dt:.0f} |")
 
 
 if __name__ == "__main__":

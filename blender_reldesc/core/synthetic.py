@@ -1044,6 +1044,88 @@ def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands", crouch=0.0):
     return skel, (a, b)
 
 
+#: The generated humanoid's joint for each role of ``convention_rig`` (".L"/".R" sides).
+HUMANOID_ROLES = dict(hips="Hips", spine="Spine", chest="Spine1", chest2="Spine2", neck="Neck", head="Head",
+                      head_end="HeadTop", clavicle="{S}Shoulder", upperarm="{S}Arm", forearm="{S}ForeArm",
+                      hand="{S}Hand", hand_end="{S}HandEnd", thigh="{S}UpLeg", shin="{S}Leg", foot="{S}Foot",
+                      toe="{S}Toe", toe_end="{S}ToeEnd")
+#: The joint a limb bone runs to, by the role of the joint it starts from (a twist lies halfway).
+_NEXT = {"upperarm": "forearm", "forearm": "hand", "thigh": "shin", "shin": "foot"}
+
+
+def humanoid_joint(role):
+    """The generated humanoid's joint name for a ``convention_rig`` role ("forearm.L"), or None."""
+    base, _, side = role.partition(".")
+    name = HUMANOID_ROLES.get(base)
+    if name is None:
+        return None
+    return name.format(S="Left" if side == "L" else "Right")
+
+
+def on_convention(convention, motion):
+    """A motion of the generated humanoid (``humanoid()``, (F,27,3)) carried onto a rig of
+    ``convention`` (``convention_rig``): each joint with a humanoid counterpart takes its
+    positions; Rigify's pelvis joints sit on the hips, Unreal's root on the floor under them,
+    twist joints halfway along their bone, Mixamo's fingers turn rigidly with the hand (the
+    trunk's turn, then the hand's swing from its rest direction).
+
+    Returns ``(skeleton, motion (F,J,3), name)``: ``name(role)`` gives the rig's joint of a role
+    ("hips", "hand.L", ...)."""
+    sk, off, roles = convention_rig(convention)
+    hsk, hoff = humanoid()
+    F = len(motion)
+    out = np.zeros((F, len(sk), 3))
+    rest = np.zeros((len(sk), 3))
+    for j in sk.order.tolist():
+        p = int(sk.parents[j])
+        rest[j] = off[j] if p < 0 else rest[p] + off[j]
+    by_role = {r: j for j, r in enumerate(roles) if r not in ("finger", "twist", "pelvis", "root")}
+    for j, r in enumerate(roles):
+        h = humanoid_joint(r)
+        if h is not None:
+            out[:, j] = motion[:, hsk.index(h)]
+    hips = motion[:, hsk.index("Hips")]
+    trunk_h = [hsk.index(n) for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck")]
+    trunk_c = [by_role[r] for r in ("hips", "spine", "chest", "chest2", "neck")]
+    from .skeleton.rotations import kabsch
+    src = rest[trunk_c] - rest[trunk_c].mean(axis=0)
+    now = motion[:, trunk_h] - motion[:, trunk_h].mean(axis=1, keepdims=True)
+    turn = kabsch(np.broadcast_to(src, now.shape), now)                              # (F,3,3)
+    for j in sk.order.tolist():
+        r, p = roles[j], int(sk.parents[j])
+        if r == "root":
+            out[:, j] = hips * [1.0, 1.0, 0.0]
+        elif r == "pelvis":
+            out[:, j] = out[:, p]
+        elif r == "twist":
+            nxt = by_role[_NEXT[roles[p].split(".")[0]] + "." + roles[p].split(".")[1]]
+            out[:, j] = 0.5 * (out[:, p] + out[:, nxt])
+        elif r == "finger":
+            hand = p
+            while roles[hand] == "finger":
+                hand = int(sk.parents[hand])
+            fore = int(sk.parents[hand])
+            axis_rest = rest[hand] - rest[fore]
+            axis_now = out[:, hand] - out[:, fore]
+            turned = np.einsum("fij,j->fi", turn, axis_rest)
+            R = _swing_to_each(turned, axis_now) @ turn
+            out[:, j] = out[:, p] + np.einsum("fij,j->fi", R, rest[j] - rest[p])
+    def name(role):
+        return sk.names[roles.index(role)]
+    return sk, out, name
+
+
+def _swing_to_each(a, b):
+    """(F,3,3) the smallest rotations taking directions ``a`` (F,3) to ``b`` (F,3)."""
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    v, c = np.cross(a, b), np.einsum("fd,fd->f", a, b)
+    K = np.zeros((len(a), 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    K -= K.transpose(0, 2, 1)
+    return np.eye(3) + K + (K @ K) / np.maximum(1.0 + c, 1e-12)[:, None, None]
+
+
 def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5, joints=None):
     """A skirt following a humanoid's pelvis: ``vertices (F,V,3), triangles (T,3)``. ``rings``
     rings of ``around`` vertices from the waist (radius ``waist``, 5 cm above the hips joint)

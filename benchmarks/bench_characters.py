@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from blender_reldesc.core import TriMesh, adapt, bind  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
-from blender_reldesc.core.characters import _bones, adapt_partners, bind_partners, closest_on_segments  # noqa: E402
+from blender_reldesc.core.characters import adapt_partners, bind_partners, capsule_overlap  # noqa: E402
 
 
 def timed(run, repeat):
@@ -98,20 +98,6 @@ def main(argv=None):
               f"| {100 * alone:.1f} |")
 
 
-def _penetration(skel, pa, pb, ra, rb):
-    """Deepest overlap of any capsule of A with any of B over the frames (7 points a bone)."""
-    bones = _bones(skel, pa)
-    a0, a1, b0, b1 = pa[:, bones[:, 0]], pa[:, bones[:, 1]], pb[:, bones[:, 0]], pb[:, bones[:, 1]]
-    worst = -np.inf
-    for t in np.linspace(0.0, 1.0, 7):
-        q = a0 + t * (a1 - a0)
-        foot, _ = closest_on_segments(q[:, :, None], b0[:, None], b1[:, None])
-        gap = np.linalg.norm(q[:, :, None] - foot, axis=-1) - ra[bones[:, 1]][None, :, None] \
-            - rb[bones[:, 1]][None, None, :]
-        worst = max(worst, float(-gap.min()))
-    return worst
-
-
 #: Per scene, the holds measured: (character, hand, the partner joint it rests on).
 HOLDS = {"wrestle": [(0, "RightHand", "LeftArm"), (0, "LeftHand", "RightArm"), (1, "RightHand", "LeftArm"),
                      (1, "LeftHand", "RightArm")],
@@ -169,8 +155,8 @@ def scenes(frames, repeat):
                 err = max(np.abs(np.linalg.norm(P[c][:, i(h)] - P[1 - c][:, i(j)], axis=-1)
                                  - np.linalg.norm(src[c][:, i(h)] - src[1 - c][:, i(j)], axis=-1)).max()
                           for c, h, j in HOLDS[hold])
-                before = _penetration(skel, a, b, partners.radii[0], partners.radii[1])
-                after = _penetration(skel, P[0], P[1], partners.radii[0], rb * partners.radii[1])
+                before = capsule_overlap(skel, a, b, partners.radii[0], partners.radii[1])
+                after = capsule_overlap(skel, P[0], P[1], partners.radii[0], rb * partners.radii[1])
                 toes = [i("LeftToe"), i("RightToe")]
                 ankles = [i("LeftFoot"), i("RightFoot")]
                 # Heights against the source's, a scaled character's scaled (its feet on the floor).

@@ -5,8 +5,8 @@ import pytest
 
 from blender_reldesc.core import InputError, TriMesh, bind
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.characters import (ROUNDS, _bones, adapt_partners, bind_partners, capsule_radii,
-                                             closest_on_segments)
+from blender_reldesc.core.characters import (ROUNDS, _bones, adapt_partners, bind_partners, capsule_overlap,
+                                             capsule_radii, closest_on_segments)
 
 
 @pytest.fixture(scope="module")
@@ -23,16 +23,7 @@ def _gap(skel, pa, pb):
 
 def _penetration(skel, pa, pb, ra, rb):
     """Deepest overlap of any capsule of A with any of B over the frames (7 points a bone)."""
-    bones = _bones(skel, pa)
-    a0, a1, b0, b1 = pa[:, bones[:, 0]], pa[:, bones[:, 1]], pb[:, bones[:, 0]], pb[:, bones[:, 1]]
-    worst = -np.inf
-    for t in np.linspace(0.0, 1.0, 7):
-        q = a0 + t * (a1 - a0)
-        foot, _ = closest_on_segments(q[:, :, None], b0[:, None], b1[:, None])
-        gap = np.linalg.norm(q[:, :, None] - foot, axis=-1) - ra[bones[:, 1]][None, :, None] \
-            - rb[bones[:, 1]][None, None, :]
-        worst = max(worst, float(-gap.min()))
-    return worst
+    return capsule_overlap(skel, pa, pb, ra, rb)
 
 
 def test_closest_points_on_segments_agree_with_sampling():

@@ -304,6 +304,22 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     return targets, prox, depth, distance
 
 
+def capsule_overlap(skeleton, pa, pb, ra, rb, samples=7):
+    """The deepest overlap (length units; negative: the nearest gap) of any capsule of one
+    character (joints ``pa`` (F,J,3), radii ``ra`` (J,)) with any of another of the same
+    skeleton (``pb``, ``rb``) over the frames, ``samples`` points along each bone."""
+    bones = _bones(skeleton, pa)
+    a0, a1, b0, b1 = pa[:, bones[:, 0]], pa[:, bones[:, 1]], pb[:, bones[:, 0]], pb[:, bones[:, 1]]
+    worst = -np.inf
+    for t in np.linspace(0.0, 1.0, samples):
+        q = a0 + t * (a1 - a0)
+        foot, _ = closest_on_segments(q[:, :, None], b0[:, None], b1[:, None])
+        gap = np.linalg.norm(q[:, :, None] - foot, axis=-1) - ra[bones[:, 1]][None, :, None] \
+            - rb[bones[:, 1]][None, None, :]
+        worst = max(worst, float(-gap.min()))
+    return worst
+
+
 def push_out_of_capsules(x, a, b, r, allowed):
     """Points ``x`` (n,V,3), in place, out of capsules (segments a->b and radii r, broadcast to
     (n,V,K,3) and (n,V,K)) where deeper than ``allowed`` (broadcast to (n,V,K)): each along

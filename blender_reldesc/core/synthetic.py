@@ -1087,7 +1087,7 @@ def on_convention(convention, motion):
     hips = motion[:, hsk.index("Hips")]
     trunk_h = [hsk.index(n) for n in ("Hips", "Spine", "Spine1", "Spine2", "Neck")]
     trunk_c = [by_role[r] for r in ("hips", "spine", "chest", "chest2", "neck")]
-    from .skeleton.rotations import kabsch
+    from .skeleton.rotations import kabsch, swing
     src = rest[trunk_c] - rest[trunk_c].mean(axis=0)
     now = motion[:, trunk_h] - motion[:, trunk_h].mean(axis=1, keepdims=True)
     turn = kabsch(np.broadcast_to(src, now.shape), now)                              # (F,3,3)
@@ -1108,22 +1108,11 @@ def on_convention(convention, motion):
             axis_rest = rest[hand] - rest[fore]
             axis_now = out[:, hand] - out[:, fore]
             turned = np.einsum("fij,j->fi", turn, axis_rest)
-            R = _swing_to_each(turned, axis_now) @ turn
+            R = swing(turned, axis_now) @ turn
             out[:, j] = out[:, p] + np.einsum("fij,j->fi", R, rest[j] - rest[p])
     def name(role):
         return sk.names[roles.index(role)]
     return sk, out, name
-
-
-def _swing_to_each(a, b):
-    """(F,3,3) the smallest rotations taking directions ``a`` (F,3) to ``b`` (F,3)."""
-    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
-    v, c = np.cross(a, b), np.einsum("fd,fd->f", a, b)
-    K = np.zeros((len(a), 3, 3))
-    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
-    K -= K.transpose(0, 2, 1)
-    return np.eye(3) + K + (K @ K) / np.maximum(1.0 + c, 1e-12)[:, None, None]
 
 
 def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5, joints=None):

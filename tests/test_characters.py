@@ -439,3 +439,15 @@ def test_the_trunk_leans_for_a_crouching_partner_on_rigs_of_other_conventions(co
     assert tilt >= tilt_limbs + 2.0
     feet = [i(name(r)) for r in ("toe.L", "toe.R", "foot.L", "foot.R")]
     assert np.abs(p[:, feet, 2] - a[:, feet, 2]).max() < 0.01
+
+
+def test_eased_runs_hold_the_long_runs_and_ease_around_them():
+    from blender_reldesc.core.characters import _eased_runs
+    on = np.zeros(40, bool)
+    on[5:7] = True                                               # too short: dropped
+    on[20:30] = True
+    w = _eased_runs(on, 8, 3)
+    assert np.all(w[20:30] == 1.0) and np.all(w[:12] == 0.0) and np.all(w[34:] == 0.0)
+    assert np.all(np.diff(w[16:21]) > 0) and np.all(np.diff(w[29:34]) < 0)       # eased in and out
+    np.testing.assert_allclose(w[19::-1][:4], w[30:34])                            # symmetric
+    assert not _eased_runs(np.zeros(10, bool), 1, 3).any()

@@ -98,12 +98,55 @@ def main(argv=None):
               f"| {100 * alone:.1f} |")
 
 
-#: Per scene, the holds measured: (character, hand, the partner joint it rests on).
-HOLDS = {"wrestle": [(0, "RightHand", "LeftArm"), (0, "LeftHand", "RightArm"), (1, "RightHand", "LeftArm"),
-                     (1, "LeftHand", "RightArm")],
-         "hug": [(0, "RightHand", "Spine1"), (0, "LeftHand", "Spine1"), (1, "RightHand", "Spine2"),
-                 (1, "LeftHand", "Spine2")],
-         "shoulder": [(0, "RightHand", "LeftArm")]}
+#: Per scene, the holds measured: (character, hand, the partner joint it rests on), by role
+#: (``synthetic.convention_rig``; the humanoid's joints through ``synthetic.humanoid_joint``).
+HOLDS = {"wrestle": [(0, "hand.R", "upperarm.L"), (0, "hand.L", "upperarm.R"), (1, "hand.R", "upperarm.L"),
+                     (1, "hand.L", "upperarm.R")],
+         "hug": [(0, "hand.R", "chest"), (0, "hand.L", "chest"), (1, "hand.R", "chest2"), (1, "hand.L", "chest2")],
+         "shoulder": [(0, "hand.R", "upperarm.L")]}
+
+
+def _measure(sk, name, out, more, src, holds, moved, scale):
+    """What the tables report of a pair's result ``out`` (and ``more``, the same with eight
+    rounds) against its source ``src``: holds' worst change, distance to eight rounds, toes' and
+    ankles' heights (a scaled partner's against the source's scaled), the hips' move from over
+    the feet and each trunk's tilt against the source's, for the characters in ``moved``."""
+    i = sk.index
+    P = [o.positions for o in out]
+    k = [1.0, scale]
+
+    def at(role):
+        return i(name(role))
+
+    def over(p):
+        return p[:, at("hips"), :2] - 0.5 * (p[:, at("foot.L"), :2] + p[:, at("foot.R"), :2])
+
+    def tilt(p):
+        v = p[:, at("neck")] - p[:, at("hips")]
+        return np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1)))
+
+    def height(joints):
+        js = [at(r) for r in joints]
+        return max(np.abs(P[c][:, js, 2] - src[c][:, js, 2] * k[c]).max() for c in moved)
+
+    return dict(
+        holds=max(np.abs(np.linalg.norm(P[c][:, at(h)] - P[1 - c][:, at(j)], axis=-1)
+                         - np.linalg.norm(src[c][:, at(h)] - src[1 - c][:, at(j)], axis=-1)).max()
+                  for c, h, j in holds),
+        beyond=max(float(np.linalg.norm(x.positions - y.positions, axis=-1).max()) for x, y in zip(out, more)),
+        toes=height(("toe.L", "toe.R")), ankles=height(("foot.L", "foot.R")),
+        hips=max(np.linalg.norm(over(P[c]) - over(src[c]) * k[c], axis=-1).max() for c in moved),
+        tilt=[float(np.mean(tilt(P[c]) - tilt(src[c]))) for c in range(2)])
+
+
+def _edit(kind, v, sk, b, crouched):
+    """``adapt_partners`` arguments of an edit (the partner scaled, lowered or crouching), the
+    partner's scale and the characters whose feet are measured."""
+    if kind == "scaled":
+        lengths = sk.bone_lengths(b).mean(axis=0)
+        return (dict(bone_lengths=[None, {n: v * lengths[j] for j, n in enumerate(sk.names)
+                                          if sk.parents[j] >= 0 and lengths[j] > 1e-6}]), v, (0, 1))
+    return dict(poses=[None, b - [0.0, 0.0, v] if kind == "lowered" else crouched]), 1.0, (0,)
 
 
 def scenes(frames, repeat):
@@ -126,56 +169,28 @@ def scenes(frames, repeat):
             ("hug, torso radii", "hug", 0.3, ("scaled 0.8", "scaled 1.2"), torso),
             ("hand on shoulder", "shoulder", 0.5, ("lowered 0.2", "crouching 0.2", "crouching 0.4"), None)):
         skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
-        i = skel.index
         ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
         partners = bind_partners([ba, bb], radii=None if radii is None else [radii, radii])
-        lengths = skel.bone_lengths(b).mean(axis=0)
         for edit in edits:
             kind, v = edit.split()
             v = float(v)
-            kw, rb, src = {}, 1.0, [a, b]
-            if kind == "scaled":
-                kw["bone_lengths"] = [None, {n: v * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
-                if radii is not None:
-                    kw["radii"] = [radii, {k: v * r for k, r in radii.items()}]
-                rb = v
-                moved = [0, 1]
-            else:
-                edited = b - [0.0, 0.0, v] if kind == "lowered" else \
-                    S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1]
-                kw["poses"] = [None, edited]
-                moved = [0]
+            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
+            kw, rb, moved = _edit(kind, v, skel, b, crouched)
+            if kind == "scaled" and radii is not None:
+                kw["radii"] = [radii, {k: v * r for k, r in radii.items()}]
             for whole in (False, True):
                 changes = []
                 dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, whole_body=whole, changes=changes,
                                                        **kw), repeat)
                 more = adapt_partners([ba, bb], mesh, partners, whole_body=whole, rounds=8, **kw)
-                beyond = max(float(np.linalg.norm(x.positions - y.positions, axis=-1).max()) for x, y in zip(out, more))
-                P = [o.positions for o in out]
-                err = max(np.abs(np.linalg.norm(P[c][:, i(h)] - P[1 - c][:, i(j)], axis=-1)
-                                 - np.linalg.norm(src[c][:, i(h)] - src[1 - c][:, i(j)], axis=-1)).max()
-                          for c, h, j in HOLDS[hold])
+                m = _measure(skel, S.humanoid_joint, out, more, [a, b], HOLDS[hold], moved, rb)
                 before = capsule_overlap(skel, a, b, partners.radii[0], partners.radii[1])
-                after = capsule_overlap(skel, P[0], P[1], partners.radii[0], rb * partners.radii[1])
-                toes = [i("LeftToe"), i("RightToe")]
-                ankles = [i("LeftFoot"), i("RightFoot")]
-                # Heights against the source's, a scaled character's scaled (its feet on the floor).
-                dz = [max(np.abs(P[c][:, js, 2] - src[c][:, js, 2] * (rb if c == 1 else 1.0)).max() for c in moved)
-                      for js in (toes, ankles)]
-
-                def over(p):
-                    return p[:, i("Hips"), :2] - 0.5 * (p[:, i("LeftFoot"), :2] + p[:, i("RightFoot"), :2])
-                hips = max(np.linalg.norm(over(P[c]) - over(src[c]) * (rb if c == 1 else 1.0), axis=-1).max()
-                           for c in moved)
-
-                def tilt(p):
-                    v = p[:, i("Neck")] - p[:, i("Hips")]
-                    return np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1)))
-                lean = [float(np.mean(tilt(P[c]) - tilt(src[c]))) for c in range(2)]
-                print(f"| {label} | {edit} | {'yes' if whole else 'no'} | {100 * err:.2f} | {100 * before:.1f} -> "
-                      f"{100 * after:.1f} | {100 * dz[0]:.2f} / {100 * dz[1]:.2f} | {100 * hips:.1f} "
-                      f"| {lean[0]:+.1f} / {lean[1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
-                      f"| {100 * beyond:.2f} | {frames / dt:.0f} |")
+                after = capsule_overlap(skel, out[0].positions, out[1].positions, partners.radii[0],
+                                        rb * partners.radii[1])
+                print(f"| {label} | {edit} | {'yes' if whole else 'no'} | {100 * m['holds']:.2f} | {100 * before:.1f} -> "
+                      f"{100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} | {100 * m['hips']:.1f} "
+                      f"| {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
+                      f"| {100 * m['beyond']:.2f} | {frames / dt:.0f} |")
 
 
 def conventions(frames, repeat):
@@ -192,47 +207,20 @@ def conventions(frames, repeat):
     rest = S.pair_scene(frames, apart=0.5, hold="shoulder")[1]
     crouch = S.pair_scene(frames, apart=0.5, hold="shoulder", crouch=0.4)[1][1]
     for convention in ("bvh", "mixamo", "rigify", "ue"):
-        for scene, (a0, b0), edits in (("collar tie", tie, ("scaled 0.8", "scaled 1.2")),
-                                       ("hand on shoulder", rest, ("crouching 0.4",))):
+        for scene, hold, (a0, b0), edits in (("collar tie", "wrestle", tie, ("scaled 0.8", "scaled 1.2")),
+                                             ("hand on shoulder", "shoulder", rest, ("crouching 0.4",))):
             sk, a, name = S.on_convention(convention, a0)
             b = S.on_convention(convention, b0)[1]
-            i = sk.index
             ba, bb = bind(sk, a, mesh), bind(sk, b, mesh)
             partners = bind_partners([ba, bb])
-            lengths = sk.bone_lengths(b).mean(axis=0)
-            holds = ([(0, "hand.R", "upperarm.L"), (0, "hand.L", "upperarm.R"), (1, "hand.R", "upperarm.L"),
-                      (1, "hand.L", "upperarm.R")] if scene == "collar tie" else [(0, "hand.R", "upperarm.L")])
             for edit in edits:
                 kind, v = edit.split()
-                v = float(v)
-                if kind == "scaled":
-                    kw = dict(bone_lengths=[None, {n: v * lengths[j] for j, n in enumerate(sk.names)
-                                                   if sk.parents[j] >= 0 and lengths[j] > 1e-6}])
-                    scale, moved, now_b = v, (0, 1), None
-                else:
-                    now_b = S.on_convention(convention, crouch)[1]
-                    kw = dict(poses=[None, now_b])
-                    scale, moved = 1.0, (0,)
+                kw, scale, moved = _edit(kind, float(v), sk, b, S.on_convention(convention, crouch)[1])
                 dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, **kw), repeat)
                 more = adapt_partners([ba, bb], mesh, partners, rounds=8, **kw)
-                P = [o.positions for o in out]
-                src = [a, b]
-                err = max(np.abs(np.linalg.norm(P[c][:, i(name(h))] - P[1 - c][:, i(name(j))], axis=-1)
-                                 - np.linalg.norm(src[c][:, i(name(h))] - src[1 - c][:, i(name(j))], axis=-1)).max()
-                          for c, h, j in holds)
-                beyond = max(float(np.linalg.norm(x.positions - y.positions, axis=-1).max()) for x, y in zip(out, more))
-                feet = [i(name(r)) for r in ("toe.L", "toe.R", "foot.L", "foot.R")]
-                dz = max(np.abs(P[c][:, feet[:2], 2] - src[c][:, feet[:2], 2] * (scale if c else 1.0)).max()
-                         for c in moved)
-                dz_ankle = max(np.abs(P[c][:, feet[2:], 2] - src[c][:, feet[2:], 2] * (scale if c else 1.0)).max()
-                               for c in moved)
-
-                def tilt(p):
-                    w = p[:, i(name("neck"))] - p[:, i(name("hips"))]
-                    return np.degrees(np.arccos(w[:, 2] / np.linalg.norm(w, axis=-1)))
-                lean = float(np.mean(tilt(P[0]) - tilt(a)))
-                print(f"| {convention} | {len(sk)} | {scene} | {edit} | {100 * err:.2f} | {100 * beyond:.2f} "
-                      f"| {100 * dz:.2f} / {100 * dz_ankle:.2f} | {lean:+.1f} | {frames / dt:.0f} |")
+                m = _measure(sk, name, out, more, [a, b], HOLDS[hold], moved, scale)
+                print(f"| {convention} | {len(sk)} | {scene} | {edit} | {100 * m['holds']:.2f} | {100 * m['beyond']:.2f} "
+                      f"| {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} | {m['tilt'][0]:+.1f} | {frames / dt:.0f} |")
 
 
 if __name__ == "__main__":

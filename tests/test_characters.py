@@ -26,6 +26,61 @@ def _penetration(skel, pa, pb, ra, rb):
     return capsule_overlap(skel, pa, pb, ra, rb)
 
 
+#: Each scene's distance between the two characters (``synthetic.pair_scene``'s ``apart``).
+APART = {"wrestle": 0.45, "shoulder": 0.5}
+#: The collar tie's holds: (character, hand, the partner joint it rests on), by role.
+COLLAR = [(0, "hand.R", "upperarm.L"), (0, "hand.L", "upperarm.R"), (1, "hand.R", "upperarm.L"),
+          (1, "hand.L", "upperarm.R")]
+
+
+def _bound(hold, frames=40, convention=None, crouch=None):
+    """A ``pair_scene`` bound on the floor, the generated humanoid's or carried onto a rig of
+    ``convention``: ``(sk, a, b, name, mesh, ba, bb, partners, crouched)``, ``name(role)`` the
+    rig's joint of a role, ``crouched`` the partner's clip crouching ``crouch`` m (or None)."""
+    _, (a, b) = S.pair_scene(frames, apart=APART[hold], hold=hold)
+    crouched = None if crouch is None else S.pair_scene(frames, apart=APART[hold], hold=hold, crouch=crouch)[1][1]
+    if convention is None:
+        sk, name = S.humanoid()[0], S.humanoid_joint
+    else:
+        sk, a, name = S.on_convention(convention, a)
+        b = S.on_convention(convention, b)[1]
+        crouched = None if crouched is None else S.on_convention(convention, crouched)[1]
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    ba, bb = bind(sk, a, mesh), bind(sk, b, mesh)
+    return sk, a, b, name, mesh, ba, bb, bind_partners([ba, bb]), crouched
+
+
+def _scaled(sk, motion, scale):
+    """{joint: bone length} of every bone of ``motion`` scaled by ``scale``."""
+    lengths = sk.bone_lengths(motion).mean(axis=0)
+    return {n: scale * lengths[j] for j, n in enumerate(sk.names) if sk.parents[j] >= 0 and lengths[j] > 1e-6}
+
+
+def _hold_change(sk, name, poses, holds, then):
+    """The worst change over frames and ``holds`` of a hand's distance to the partner joint it
+    rests on: ``poses`` the two characters' (F,J,3) now, ``then`` theirs in the source or one
+    distance for every hold."""
+    i = sk.index
+
+    def distance(p, c, hand, joint):
+        return np.linalg.norm(p[c][:, i(name(hand))] - p[1 - c][:, i(name(joint))], axis=-1)
+    return max(np.abs(distance(poses, c, h, j) - (then if np.isscalar(then) else distance(then, c, h, j))).max()
+               for c, h, j in holds)
+
+
+def _leaning_for_a_crouch(bound, whole_body):
+    """``(hand off (worst, m), trunk tilt against the source (mean, deg), positions)`` of the
+    character whose hand rests on a partner crouching (``_bound("shoulder", crouch=...)``)."""
+    sk, a, b, name, mesh, ba, bb, partners, crouched = bound
+    i = sk.index
+    p = adapt_partners([ba, bb], mesh, partners, poses=[None, crouched], whole_body=whole_body)[0].positions
+    hand, shoulder = i(name("hand.R")), i(name("upperarm.L"))
+    off = np.linalg.norm(p[:, hand] - crouched[:, shoulder] - (a[:, hand] - b[:, shoulder]), axis=-1).max()
+    tilt = [np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1))).mean()
+            for v in (q[:, i(name("neck"))] - q[:, i(name("hips"))] for q in (p, a))]
+    return off, float(tilt[0] - tilt[1]), p
+
+
 def test_closest_points_on_segments_agree_with_sampling():
     rng = np.random.default_rng(0)
     a, b, p = rng.normal(size=(3, 50, 3))
@@ -119,10 +174,7 @@ def test_a_hand_on_the_partners_shoulder_follows_it_down(whole_body):
     # The issue's scene: a hand resting on the partner's shoulder; the partner lowered 0.2 m
     # (its motion edited, given as it now is): the hand goes down with the shoulder and keeps
     # resting on it, the feet stay on the floor and the rounds settle.
-    skel, (a, b) = S.pair_scene(40, apart=0.5, hold="shoulder")
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-    partners = bind_partners([ba, bb])
+    skel, a, b, _, mesh, ba, bb, partners, _ = _bound("shoulder")
     lowered = b - np.array([0.0, 0.0, 0.2])
     changes = []
     out = adapt_partners([ba, bb], mesh, partners, poses=[None, lowered], whole_body=whole_body, changes=changes)
@@ -144,26 +196,13 @@ def test_a_hand_on_the_partners_shoulder_follows_it_down(whole_body):
 
 def test_the_trunk_leans_to_keep_a_hand_on_a_crouching_partner():
     # The partner crouches 0.4 m (hips lower, knees bent, feet on the floor) under a hand
-    # resting on its shoulder. Limbs alone: the arm stretches, the hand 1.3 cm off the
-    # shoulder, the trunk tilted 4.6° more than in the source (the solver's give). With the
-    # whole body (``lean_anchors``): the trunk leans 9.4° more and the hand is within 2 mm.
-    skel, (a, b) = S.pair_scene(40, apart=0.5, hold="shoulder")
-    _, (_, crouched) = S.pair_scene(40, apart=0.5, hold="shoulder", crouch=0.4)
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-    partners = bind_partners([ba, bb])
-    i = skel.index
-
-    def measured(whole_body):
-        p = adapt_partners([ba, bb], mesh, partners, poses=[None, crouched], whole_body=whole_body)[0].positions
-        off = np.linalg.norm(p[:, i("RightHand")] - crouched[:, i("LeftArm")]
-                             - (a[:, i("RightHand")] - b[:, i("LeftArm")]), axis=-1)
-        tilt = [np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1)))
-                for v in (p[:, i("Neck")] - p[:, i("Hips")], a[:, i("Neck")] - a[:, i("Hips")])]
-        return off.max(), float(np.mean(tilt[0] - tilt[1])), p
-
-    off_limbs, tilt_limbs, _ = measured(False)
-    off, tilt, p = measured(True)
+    # resting on its shoulder. Limbs alone: the arm stretches, the hand 1.0 cm off the
+    # shoulder, the trunk tilted 2.7° more than in the source (the solver's give). With the
+    # whole body (``lean_anchors``): the trunk leans 9.1° more and the hand is within 2 mm.
+    bound = _bound("shoulder", crouch=0.4)
+    skel, a, i = bound[0], bound[1], bound[0].index
+    off_limbs, tilt_limbs, _ = _leaning_for_a_crouch(bound, False)
+    off, tilt, p = _leaning_for_a_crouch(bound, True)
     assert off <= 0.005 < off_limbs
     assert tilt >= tilt_limbs + 3.0
     np.testing.assert_allclose(skel.bone_lengths(p), skel.bone_lengths(a), atol=1e-6)
@@ -195,18 +234,13 @@ def test_a_wrestling_hold_with_the_partner_scaled(scale):
     # cm off adapted without partners), no capsule deeper into the other's than in the source
     # plus 1 cm, both wrestlers' feet on the floor.
     from blender_reldesc.core import adapt
-    skel, (a, b) = S.pair_scene(40, apart=0.45, hold="wrestle")
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-    partners = bind_partners([ba, bb])
-    lengths = skel.bone_lengths(b).mean(axis=0)
-    scaled = {n: scale * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}
+    skel, a, b, name, mesh, ba, bb, partners, _ = _bound("wrestle")
+    scaled = _scaled(skel, b, scale)
     out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, scaled])
     i = skel.index
 
     def holds(pa, pb):
-        return max(np.abs(np.linalg.norm(p[:, i(h)] - q[:, i(s)], axis=-1) - 0.05).max()
-                   for p, q in ((pa, pb), (pb, pa)) for h, s in (("RightHand", "LeftArm"), ("LeftHand", "RightArm")))
+        return _hold_change(skel, name, [pa, pb], COLLAR, 0.05)
 
     assert holds(a, b) < 1e-9
     assert holds(out[0].positions, out[1].positions) <= 0.03
@@ -226,18 +260,11 @@ def test_the_rounds_settle_on_a_collar_tie(scale):
     # 8, 4, 4, 2, 2), and the poses of five and eight rounds are within 1.3 cm (3.1 cm with the
     # elbows and knees steered where they do not touch). Three rounds (the default before) held
     # the shoulders 3.2 cm off at 0.8.
-    skel, (a, b) = S.pair_scene(40, apart=0.45, hold="wrestle")
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-    partners = bind_partners([ba, bb])
-    lengths = skel.bone_lengths(b).mean(axis=0)
-    scaled = [None, {n: scale * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
-    i = skel.index
+    skel, a, b, name, mesh, ba, bb, partners, _ = _bound("wrestle")
+    scaled = [None, _scaled(skel, b, scale)]
 
     def holds(out):
-        pa, pb = out[0].positions, out[1].positions
-        return max(np.abs(np.linalg.norm(p[:, i(h)] - q[:, i(s)], axis=-1) - 0.05).max()
-                   for p, q in ((pa, pb), (pb, pa)) for h, s in (("RightHand", "LeftArm"), ("LeftHand", "RightArm")))
+        return _hold_change(skel, name, [r.positions for r in out], COLLAR, 0.05)
 
     changes = []
     five = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled)
@@ -290,12 +317,8 @@ def test_a_hold_returned_holds_no_lean():
     # Each wrestler holds the other: leaning to keep one's own arms moves the other's hands, so
     # neither leans and the whole body gives the limbs' result to the bit. A hand resting on a
     # partner who holds nothing back does lean (``test_the_trunk_leans_...``).
-    skel, (a, b) = S.pair_scene(30, apart=0.45, hold="wrestle")
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-    partners = bind_partners([ba, bb])
-    lengths = skel.bone_lengths(b).mean(axis=0)
-    scaled = [None, {n: 0.8 * lengths[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0}]
+    skel, a, b, _, mesh, ba, bb, partners, _ = _bound("wrestle", 30)
+    scaled = [None, _scaled(skel, b, 0.8)]
     whole = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=3)
     limbs = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=3, whole_body=False)
     for x, y in zip(whole, limbs):
@@ -374,23 +397,14 @@ def test_a_collar_tie_on_rigs_of_other_conventions(convention, scale):
     # the hands within 3 cm of their places on the shoulders (measured 0.7-2.2), eight rounds
     # within 2.5 cm of five (0.1-2.4), the toes on the floor, no capsule 1 cm deeper than in the
     # source. (Mixamo's fifteen finger joints a hand do not settle yet: 5-7 cm off.)
-    skel, (a0, b0) = S.pair_scene(40, apart=0.45, hold="wrestle")
-    sk, a, name = S.on_convention(convention, a0)
-    _, b, _ = S.on_convention(convention, b0)
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(sk, a, mesh), bind(sk, b, mesh)
-    partners = bind_partners([ba, bb])
-    lengths = sk.bone_lengths(b).mean(axis=0)
-    scaled = [None, {n: scale * lengths[j] for j, n in enumerate(sk.names) if sk.parents[j] >= 0 and lengths[j] > 1e-6}]
+    sk, a, b, name, mesh, ba, bb, partners, _ = _bound("wrestle", convention=convention)
+    scaled = [None, _scaled(sk, b, scale)]
     five = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled)
     eight = adapt_partners([ba, bb], mesh, partners, bone_lengths=scaled, rounds=8)
     i = sk.index
     P = [r.positions for r in five]
     src = [a, b]
-    worst = max(np.abs(np.linalg.norm(P[c][:, i(name(h))] - P[1 - c][:, i(name(s))], axis=-1)
-                       - np.linalg.norm(src[c][:, i(name(h))] - src[1 - c][:, i(name(s))], axis=-1)).max()
-                for c in (0, 1) for h, s in (("hand.R", "upperarm.L"), ("hand.L", "upperarm.R")))
-    assert worst <= 0.03
+    assert _hold_change(sk, name, P, COLLAR, src) <= 0.03
     assert max(np.linalg.norm(x.positions - y.positions, axis=-1).max() for x, y in zip(five, eight)) <= 0.025
     toes = [i(name(r)) for r in ("toe.L", "toe.R")]
     for c, k in ((0, 1.0), (1, scale)):
@@ -415,26 +429,11 @@ def test_the_trunk_leans_for_a_crouching_partner_on_rigs_of_other_conventions(co
     # The hand on a shoulder, the partner crouching 0.4 m, on rigs of other conventions: the
     # hand within 1 cm of its place on every frame (measured 0.16-0.7; limbs alone 0.3-1.9),
     # the feet within 1 cm of the floor, the trunk leaning at least 2° more than with the limbs
-    # alone (measured 2.2-7.6° more).
-    skel, (a0, b0) = S.pair_scene(40, apart=0.5, hold="shoulder")
-    _, (_, c0) = S.pair_scene(40, apart=0.5, hold="shoulder", crouch=0.4)
-    sk, a, name = S.on_convention(convention, a0)
-    b, crouched = S.on_convention(convention, b0)[1], S.on_convention(convention, c0)[1]
-    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
-    ba, bb = bind(sk, a, mesh), bind(sk, b, mesh)
-    partners = bind_partners([ba, bb])
-    i = sk.index
-
-    def measured(whole_body):
-        p = adapt_partners([ba, bb], mesh, partners, poses=[None, crouched], whole_body=whole_body)[0].positions
-        hand, shoulder = i(name("hand.R")), i(name("upperarm.L"))
-        off = np.linalg.norm(p[:, hand] - crouched[:, shoulder] - (a[:, hand] - b[:, shoulder]), axis=-1).max()
-        tilt = [np.degrees(np.arccos(v[:, 2] / np.linalg.norm(v, axis=-1))).mean()
-                for v in (q[:, i(name("neck"))] - q[:, i(name("hips"))] for q in (p, a))]
-        return off, tilt[0] - tilt[1], p
-
-    _, tilt_limbs, _ = measured(False)
-    off, tilt, p = measured(True)
+    # alone (measured 2.2-7.4° more).
+    bound = _bound("shoulder", convention=convention, crouch=0.4)
+    sk, a, name, i = bound[0], bound[1], bound[3], bound[0].index
+    _, tilt_limbs, _ = _leaning_for_a_crouch(bound, False)
+    off, tilt, p = _leaning_for_a_crouch(bound, True)
     assert off <= 0.01
     assert tilt >= tilt_limbs + 2.0
     feet = [i(name(r)) for r in ("toe.L", "toe.R", "foot.L", "foot.R")]

@@ -176,7 +176,7 @@ class Relations:
     offset: np.ndarray
     clearance: np.ndarray
     #: (F,J,B) where along each bone (0: its parent joint, 1: its child) the closest point was
-    along: np.ndarray = None
+    along: np.ndarray
 
 
 @dataclass
@@ -238,9 +238,8 @@ def bind_partners(bindings, radii=None):
 def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None):
     """Targets of character ``c``'s joints from its partners' capsules, with their weights.
 
-    positions : (F,J,3) the character's current joints (used only by relations bound without
-        ``along``: each descriptor point is then the closest point on a partner bone to them;
-        otherwise it is where along the bone the source's was); poses : per character (F,J_o,3) its current joints
+    positions : (F,J,3) the character's current joints (only their shape is read: each
+        descriptor point is where along its bone the source's closest point was); poses : per character (F,J_o,3) its current joints
         (the partners' are used); radii : per character (J_o,) capsule radii now (default:
         as bound); window : None for every capsule with weight 1, else the fade window
         (Eq. 5) in length units.
@@ -271,10 +270,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         bones = rel.bones
         r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
         a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
-        if rel.along is None:
-            foot, _ = closest_on_segments(positions[:, js, None], a[:, None], e[:, None])  # (F,K,B,3)
-        else:
-            foot = a[:, None] + rel.along[:, js, :, None] * (e - a)[:, None]
+        foot = a[:, None] + rel.along[:, js, :, None] * (e - a)[:, None]                   # (F,K,B,3)
         frames = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o])       # (F,B,3,3)
         # Eq. 12: the offset's length becomes the new radius plus the source clearance.
         offset, clearance = rel.offset[:, js], rel.clearance[:, js]
@@ -469,9 +465,10 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     now_radii = [capsule_radii(b.skeleton, b.motion, radii=r) if r is not None else partners.radii[c]
                  for c, (b, r) in enumerate(zip(bindings, [None] * n if radii is None else radii))]
     # The bone lengths' scale goes to the default radii too (a bigger character is thicker).
-    for c, (b, bl) in enumerate(zip(bindings, bone_lengths)):
+    rigs = [Rig(b, bl) for b, bl in zip(bindings, bone_lengths)]
+    for c, bl in enumerate(bone_lengths):
         if bl is not None and (radii is None or radii[c] is None):
-            now_radii[c] = partners.radii[c] * Rig(b, bl).scale
+            now_radii[c] = partners.radii[c] * rigs[c].scale
     H = partners.body_height
     # A round's frame 0 settles to 1e-5 body heights (1e-6 in the last) in at most 200 steps a
     # stage, not to the clip default 1e-8 in 4000: against the partners' targets it stepped
@@ -495,7 +492,7 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
                 raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
             current.append(pose)
         elif rounds >= 1:
-            current.append(Rig(b, bone_lengths[c]).targets(meshes[c])[0])
+            current.append(rigs[c].targets(meshes[c])[0])
             finished_one()
         else:
             results[c] = adapt(b, meshes[c], bone_lengths=bone_lengths[c], progress=step_progress(), **own[c])
@@ -519,7 +516,7 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     near_pairs = [[np.argwhere(rel.clearance[:, reach[c]].min(axis=0) < REACH * H)
                    if reach[c] is not None and len(reach[c]) else np.zeros((0, 2), np.int64)
                    for rel in partners.relations[c]] for c in range(n)]
-    leans = [lean_anchors(b, partners, c, Rig(b, bone_lengths[c])) if whole_body and poses[c] is None else None
+    leans = [lean_anchors(b, partners, c, rigs[c]) if whole_body and poses[c] is None else None
              for c, b in enumerate(bindings)]
     # Where a partner being adapted holds this character back (a collar tie, a hug), neither
     # leans: the holds close a loop through both trunks, and leaning to keep one's arms as they

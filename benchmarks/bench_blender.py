@@ -1,6 +1,7 @@
 """Blender-level benchmark: end-to-end bake and live preview, against nla.bake.
 
-Run with ``.venv/bin/python benchmarks/bench_blender.py`` (the bpy wheel).
+Run with ``.venv/bin/python benchmarks/bench_blender.py`` (the bpy wheel); ``--pair``: only the
+live preview of a bound pair against one character's.
 Scenes: the generated humanoid walking 1000 frames over a 10k-triangle
 terrain, and the real walk clip (imported with Blender's BVH importer) when
 ``shared/data/real`` is present. The baseline, measured in the same run, is
@@ -190,8 +191,35 @@ def live_on_dense_floor(frames=600, cells=189):
             1000 * jump)
 
 
+def pair_live(frames=120):
+    """The live preview of a pair (``--pair``): milliseconds per frame with both characters
+    posed (``reldesc.live`` on the lead of a group bound with ``partners``), the partner scaled,
+    against the lead bound alone in the same scene (the baseline)."""
+    from blender_reldesc import demo
+    print(f"| scene | partner | frames | pair live ms/frame (play, median) | pair live ms (play, max) "
+          f"| pair live ms (jump) | one character's live ms/frame (play, median) | ratio |")
+    print("|" + "---|" * 8)
+    for hold, scale in (("hands", 1.2), ("wrestle", 0.8), ("wrestle", 1.2), ("hug", 0.8), ("shoulder", 1.0)):
+        scene, lead, partner, env = demo.build_pair_scene(frames=frames, hold=hold)
+        jobs.bind_job(scene, lead, env.name, progress=lambda *a: True)
+        one = live_seconds(scene, lead, frames)
+        bpy.ops.reldesc.bind(armature="Lead", environment=env.name, partners="Partner")
+        if scale != 1.0:
+            demo.grow_armature(partner, scale)
+        pair = live_seconds(scene, lead, frames)
+        print(f"| {hold} | scaled {scale:g} | {frames} | {1000 * pair[0]:.1f} | {1000 * pair[1]:.1f} "
+              f"| {1000 * pair[2]:.0f} | {1000 * one[0]:.1f} | {pair[0] / one[0]:.1f} |")
+
+
 def main():
     blender_reldesc.register()
+    if "--pair" in sys.argv:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Blender {bpy.app.version_string} "
+              f"(bpy wheel), numpy {np.__version__}")
+        print()
+        pair_live()
+        sys.stdout.flush()
+        os._exit(0)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Blender {bpy.app.version_string} (bpy wheel), "
           f"numpy {np.__version__}")
     print()

@@ -2,10 +2,12 @@
 one partner grown 20 %, against a plain adapt of one character (the baseline, same run); then
 the whole-body scenes of issue 37 (``--scenes``): the collar tie and the hug with the partner
 scaled, a hand on a partner's shoulder lowered or crouching, each with the limbs alone and with
-the whole body (``adapt_partners(whole_body=True)``).
+the whole body (``adapt_partners(whole_body=True)``); the same scenes on rigs of four conventions
+(``--conventions``), by both solvers side by side (``--solvers``), and played by the pair live
+preview against the bake (``--live``).
 
-Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300] [--repeat 3] [--scenes]``
-(times: medians).
+Run with ``.venv/bin/python benchmarks/bench_characters.py [--frames 300] [--repeat 3]
+[--scenes | --conventions | --solvers | --live]`` (times: medians).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from blender_reldesc.core import TriMesh, adapt, bind  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
-from blender_reldesc.core.characters import adapt_partners, bind_partners, capsule_overlap  # noqa: E402
+from blender_reldesc.core import LiveSession  # noqa: E402
+from blender_reldesc.core.characters import (PartnersLiveSession, adapt_partners, bind_partners,  # noqa: E402
+                                             capsule_overlap)
 
 
 def timed(run, repeat):
@@ -43,7 +47,18 @@ def main(argv=None):
     ap.add_argument("--scenes", action="store_true", help="only the whole-body scenes (issue 37)")
     ap.add_argument("--conventions", action="store_true",
                     help="only the collar tie and the hand on a shoulder on rigs of four conventions")
+    ap.add_argument("--live", action="store_true",
+                    help="only the pair live preview (PartnersLiveSession) against the bake, on the scenes")
+    ap.add_argument("--windows", default="",
+                    help="with --live: extra round schedules to compare, e.g. 'N,0.25;0.5,0.25' "
+                         "(N: every capsule, else Eq. 5's window in body heights)")
+    ap.add_argument("--solvers", action="store_true",
+                    help="only the scenes adapted by both solvers side by side (descriptors, interaction mesh)")
     args = ap.parse_args(argv)
+    if args.solvers:
+        return solvers(args.frames, args.repeat)
+    if args.live:
+        return live(args.frames, args.repeat, args.windows)
     if args.scenes:
         return scenes(args.frames, args.repeat)
     if args.conventions:
@@ -191,6 +206,113 @@ def scenes(frames, repeat):
                       f"{100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} | {100 * m['hips']:.1f} "
                       f"| {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
                       f"| {100 * m['beyond']:.2f} | {frames / dt:.0f} |")
+
+
+#: The issue-37 scenes: (label, hold, distance apart, edits).
+SCENES = (("collar tie", "wrestle", 0.45, ("scaled 0.8", "scaled 1.2")),
+          ("hug", "hug", 0.3, ("scaled 0.8", "scaled 1.2")),
+          ("hand on shoulder", "shoulder", 0.5, ("lowered 0.2", "crouching 0.4")))
+
+
+def solvers(frames, repeat):
+    """The scenes adapted by the descriptors' rounds and by the interaction mesh with both
+    characters in one tetrahedralisation (``adapt_partners(solver=...)``), side by side."""
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{frames} frames, 27 joints a character")
+    print()
+    print("| scene | edit | solver | holds: worst change (cm) | capsule overlap source -> now (cm) "
+          "| toes / ankles (cm) | hips over the feet (cm) | trunk tilt vs source (deg, A / B) | pair frames/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, hold, apart, edits in SCENES:
+        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
+        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+        partners = bind_partners([ba, bb])
+        for edit in edits:
+            kind, v = edit.split()
+            v = float(v)
+            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
+            kw, rb, moved = _edit(kind, v, skel, b, crouched)
+            for solver in ("descriptors", "interaction_mesh"):
+                dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, solver=solver, **kw), repeat)
+                m = _measure(skel, S.humanoid_joint, out, out, [a, b], HOLDS[hold], moved, rb)
+                before = capsule_overlap(skel, a, b, partners.radii[0], partners.radii[1])
+                after = capsule_overlap(skel, out[0].positions, out[1].positions, partners.radii[0],
+                                        rb * partners.radii[1])
+                print(f"| {label} | {edit} | {solver.replace('_', ' ')} | {100 * m['holds']:.2f} "
+                      f"| {100 * before:.1f} -> {100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} "
+                      f"| {100 * m['hips']:.1f} | {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {frames / dt:.0f} |")
+
+
+def _play(session, frames, vertices):
+    """Play ``session`` frame after frame: ``(poses per character (F,J,3), seconds per frame (F,))``."""
+    out, seconds = [], []
+    for f in range(frames):
+        t0 = time.perf_counter()
+        out.append(session.pose(f, vertices))
+        seconds.append(time.perf_counter() - t0)
+    return [np.array([o[c] for o in out]) for c in range(len(out[0]))], np.array(seconds)
+
+
+def live(frames, repeat, extra=""):
+    """The pair live preview on the issue-37 scenes: milliseconds per frame played (the first
+    frame left out) and per jump to the clip's middle, against one character's ``LiveSession``
+    (the baseline, same run); its holds, capsule overlap and distance from the bake."""
+    mesh = TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
+    schedules = [None] + [[None if w.strip() == "N" else float(w) for w in x.split(",")]
+                          for x in extra.split(";") if x.strip()]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{frames} frames, 27 joints a character; times: medians of {repeat} plays")
+    print()
+    print("| scene | edit | rounds | ms a frame played (median / 95th pct) | one character's LiveSession (ms) "
+          "| ms a jump | holds: worst change, live / bake (cm) | capsule overlap source -> live / bake (cm) "
+          "| live from bake: worst joint, median frame (cm) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, hold, apart, edits in SCENES:
+        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
+        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+        partners = bind_partners([ba, bb])
+        for edit in edits:
+            kind, v = edit.split()
+            v = float(v)
+            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
+            kw, rb, moved = _edit(kind, v, skel, b, crouched)
+            bake = adapt_partners([ba, bb], mesh, partners, **kw)
+            m_bake = _measure(skel, S.humanoid_joint, bake, bake, [a, b], HOLDS[hold], moved, rb)
+            overlap = [capsule_overlap(skel, p, q, partners.radii[0], rb * partners.radii[1])
+                       for p, q in ((a, b), (bake[0].positions, bake[1].positions))]
+            one = kw.get("bone_lengths", [None, None])[1]
+            base = np.median([np.median(_play(LiveSession(bb, bone_lengths=one), frames, mesh.vertices)[1][1:])
+                              for _ in range(repeat)])
+            for windows in schedules:
+                plays = [_play(PartnersLiveSession([ba, bb], partners, windows=windows, **kw), frames, mesh.vertices)
+                         for _ in range(repeat)]
+                poses, seconds = plays[-1]
+                played = np.median([np.median(t[1:]) for _, t in plays])
+                p95 = np.median([np.percentile(t[1:], 95) for _, t in plays])
+                jumps = []
+                for _ in range(repeat):
+                    session = PartnersLiveSession([ba, bb], partners, windows=windows, **kw)
+                    t0 = time.perf_counter()
+                    session.pose(frames // 2, mesh.vertices)
+                    jumps.append(time.perf_counter() - t0)
+                got = [_Result(p) for p in poses]
+                m = _measure(skel, S.humanoid_joint, got, got, [a, b], HOLDS[hold], moved, rb)
+                after = capsule_overlap(skel, poses[0], poses[1], partners.radii[0], rb * partners.radii[1])
+                d = np.max([np.linalg.norm(p - r.positions, axis=-1) for p, r in zip(poses, bake)], axis=0)
+                name = "N, 0.25 (default)" if windows is None else ", ".join("N" if w is None else f"{w:g}"
+                                                                           for w in windows)
+                print(f"| {label} | {edit} | {name} | {1e3 * played:.1f} / {1e3 * p95:.1f} | {1e3 * base:.1f} "
+                      f"| {1e3 * np.median(jumps):.0f} | {100 * m['holds']:.2f} / {100 * m_bake['holds']:.2f} "
+                      f"| {100 * overlap[0]:.1f} -> {100 * after:.1f} / {100 * overlap[1]:.1f} "
+                      f"| {100 * d.max():.1f}, {100 * np.median(d.max(axis=1)):.1f} |")
+
+
+class _Result:
+    """The ``positions`` of a pose played live, as ``_measure`` reads an ``AdaptResult``."""
+
+    def __init__(self, positions):
+        self.positions = positions
 
 
 def conventions(frames, repeat):

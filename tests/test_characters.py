@@ -5,8 +5,8 @@ import pytest
 
 from blender_reldesc.core import InputError, TriMesh, bind
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.characters import (ROUNDS, _bones, adapt_partners, bind_partners, capsule_overlap,
-                                             capsule_radii, closest_on_segments)
+from blender_reldesc.core.characters import (ROUNDS, PartnersLiveSession, _bones, adapt_partners, bind_partners,
+                                             capsule_overlap, capsule_radii, closest_on_segments)
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,6 @@ def _penetration(skel, pa, pb, ra, rb):
     return capsule_overlap(skel, pa, pb, ra, rb)
 
 
-#: Each scene's distance between the two characters (``synthetic.pair_scene``'s ``apart``).
-APART = {"wrestle": 0.45, "shoulder": 0.5}
 #: The collar tie's holds: (character, hand, the partner joint it rests on), by role.
 COLLAR = [(0, "hand.R", "upperarm.L"), (0, "hand.L", "upperarm.R"), (1, "hand.R", "upperarm.L"),
           (1, "hand.L", "upperarm.R")]
@@ -37,8 +35,9 @@ def _bound(hold, frames=40, convention=None, crouch=None):
     """A ``pair_scene`` bound on the floor, the generated humanoid's or carried onto a rig of
     ``convention``: ``(sk, a, b, name, mesh, ba, bb, partners, crouched)``, ``name(role)`` the
     rig's joint of a role, ``crouched`` the partner's clip crouching ``crouch`` m (or None)."""
-    _, (a, b) = S.pair_scene(frames, apart=APART[hold], hold=hold)
-    crouched = None if crouch is None else S.pair_scene(frames, apart=APART[hold], hold=hold, crouch=crouch)[1][1]
+    _, (a, b) = S.pair_scene(frames, apart=S.PAIR_APART[hold], hold=hold)
+    crouched = None if crouch is None else \
+        S.pair_scene(frames, apart=S.PAIR_APART[hold], hold=hold, crouch=crouch)[1][1]
     if convention is None:
         sk, name = S.humanoid()[0], S.humanoid_joint
     else:
@@ -450,3 +449,111 @@ def test_eased_runs_hold_the_long_runs_and_ease_around_them():
     assert np.all(np.diff(w[16:21]) > 0) and np.all(np.diff(w[29:34]) < 0)       # eased in and out
     np.testing.assert_allclose(w[19::-1][:4], w[30:34])                            # symmetric
     assert not _eased_runs(np.zeros(10, bool), 1, 3).any()
+
+
+def _played(session, frames, vertices):
+    """Each character's poses (F,J,3), ``session`` played frame after frame."""
+    out = [session.pose(f, vertices) for f in range(frames)]
+    return [np.array([o[c] for o in out]) for c in range(len(out[0]))]
+
+
+def test_a_pair_played_live_reproduces_both_clips(pair):
+    skel, a, b, mesh, ba, bb, partners = pair
+    live = PartnersLiveSession([ba, bb], partners)
+    pa, pb = _played(live, len(a), mesh.vertices)
+    np.testing.assert_allclose(pa, a, atol=1e-9)
+    np.testing.assert_allclose(pb, b, atol=1e-9)
+    jumped = PartnersLiveSession([ba, bb], partners).pose(25, mesh.vertices)      # no frame before it solved
+    np.testing.assert_allclose(jumped[0], a[25], atol=1e-9)
+    np.testing.assert_allclose(jumped[1], b[25], atol=1e-9)
+
+
+def test_a_pair_live_on_a_floor_moved_rigidly_moves_rigidly_and_an_edit_is_followed(pair):
+    skel, a, b, mesh, ba, bb, partners = pair
+    c, s = np.cos(0.7), np.sin(0.7)
+    R, t = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([2.0, -1.0, 0.5])
+    live = PartnersLiveSession([ba, bb], partners)
+    pa, pb = _played(live, len(a), mesh.vertices @ R.T + t)
+    np.testing.assert_allclose(pa, a @ R.T + t, atol=1e-5)
+    np.testing.assert_allclose(pb, b @ R.T + t, atol=1e-5)
+    # The same session, the floor moved again: the cached frames are dropped, the new floor shown.
+    again = live.pose(10, mesh.vertices + [0.0, 0.0, 0.1])
+    np.testing.assert_allclose(again[0], a[10] + [0.0, 0.0, 0.1], atol=1e-5)
+    np.testing.assert_allclose(again[1], b[10] + [0.0, 0.0, 0.1], atol=1e-5)
+
+
+def test_a_pair_live_with_the_partner_given_is_the_bake():
+    # One character follows a partner whose motion is given (lowered 0.2 m): a frame's rounds
+    # then see all they need, and the preview is what the bake gives, frame after frame.
+    sk, a, b, name, mesh, ba, bb, partners, _ = _bound("shoulder")
+    lowered = b - [0.0, 0.0, 0.2]
+    bake = adapt_partners([ba, bb], mesh, partners, poses=[None, lowered])
+    pa, pb = _played(PartnersLiveSession([ba, bb], partners, poses=[None, lowered]), len(a), mesh.vertices)
+    np.testing.assert_array_equal(pb, lowered)
+    np.testing.assert_allclose(pa, bake[0].positions, atol=1e-4)
+    assert _hold_change(sk, name, [pa, pb], [(0, "hand.R", "upperarm.L")], [a, b]) < 0.02
+
+
+def test_a_collar_tie_played_live_keeps_its_holds():
+    # The partner scaled 0.8 while the preview plays: the hands stay on the shoulders within
+    # 3 cm on every frame (2.4 cm measured on 120 frames; the bake 1.0), the feet on the floor.
+    sk, a, b, name, mesh, ba, bb, partners, _ = _bound("wrestle")
+    live = PartnersLiveSession([ba, bb], partners, bone_lengths=[None, _scaled(sk, b, 0.8)])
+    pa, pb = _played(live, len(a), mesh.vertices)
+    assert _hold_change(sk, name, [pa, pb], COLLAR, [a, b]) < 0.03
+    toes = [sk.index(name(r)) for r in ("toe.L", "toe.R")]
+    assert np.abs(pa[:, toes, 2] - a[:, toes, 2]).max() < 0.02
+    assert np.abs(pb[:, toes, 2] - 0.8 * b[:, toes, 2]).max() < 0.02
+    lengths = sk.bone_lengths(pb)
+    np.testing.assert_allclose(lengths[:, 1:], 0.8 * sk.bone_lengths(b)[:, 1:], rtol=1e-6, atol=1e-9)
+
+
+def test_a_pair_live_session_says_what_is_wrong(pair):
+    skel, a, b, mesh, ba, bb, partners = pair
+    with pytest.raises(InputError, match="bound for 2 characters, not 3"):
+        PartnersLiveSession([ba, bb, ba], partners)
+    with pytest.raises(InputError, match="pose 1 must have the clip's shape"):
+        PartnersLiveSession([ba, bb], partners, poses=[None, b[:5]])
+
+
+def test_the_interaction_mesh_adapts_a_pair_in_one_mesh(pair):
+    # Both characters' joints in one tetrahedralisation a frame: an unedited pair gives both
+    # clips back, a rigid move of the floor moves both rigidly.
+    skel, a, b, mesh, ba, bb, partners = pair
+    out = adapt_partners([ba, bb], mesh, partners, solver="interaction_mesh")
+    np.testing.assert_allclose(out[0].positions, a, atol=1e-6)
+    np.testing.assert_allclose(out[1].positions, b, atol=1e-6)
+    c, s = np.cos(0.7), np.sin(0.7)
+    R, t = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([2.0, -1.0, 0.5])
+    out = adapt_partners([ba, bb], mesh.with_vertices(mesh.vertices @ R.T + t), partners, solver="interaction_mesh")
+    np.testing.assert_allclose(out[0].positions, a @ R.T + t, atol=1e-5)
+    np.testing.assert_allclose(out[1].positions, b @ R.T + t, atol=1e-5)
+
+
+def test_the_interaction_mesh_keeps_a_hug_around_a_smaller_partner():
+    # The hug the descriptors' rounds leave 7.3 cm off (benchmarks, 300 frames): solved as one
+    # mesh, every hand keeps its distance to the back it holds within 2 cm (0.9 measured on
+    # 120 frames), the bones at their new lengths, the feet on the floor.
+    sk, a, b, name, mesh, ba, bb, partners, _ = _bound("hug")
+    out = adapt_partners([ba, bb], mesh, partners, bone_lengths=[None, _scaled(sk, b, 0.8)],
+                         solver="interaction_mesh")
+    pa, pb = out[0].positions, out[1].positions
+    holds = [(0, "hand.R", "chest"), (0, "hand.L", "chest"), (1, "hand.R", "chest2"), (1, "hand.L", "chest2")]
+    assert _hold_change(sk, name, [pa, pb], holds, [a, b]) < 0.02
+    np.testing.assert_allclose(sk.bone_lengths(pb)[:, 1:], 0.8 * sk.bone_lengths(b)[:, 1:], rtol=1e-6, atol=1e-9)
+    toes = [sk.index(name(r)) for r in ("toe.L", "toe.R")]
+    assert np.abs(pa[:, toes, 2] - a[:, toes, 2]).max() < 0.02
+    assert np.abs(pb[:, toes, 2] - 0.8 * b[:, toes, 2]).max() < 0.02
+
+
+def test_the_interaction_mesh_follows_a_given_partner_and_says_what_is_wrong():
+    sk, a, b, name, mesh, ba, bb, partners, _ = _bound("shoulder")
+    lowered = b - [0.0, 0.0, 0.2]
+    out = adapt_partners([ba, bb], mesh, partners, poses=[None, lowered], solver="interaction_mesh")
+    np.testing.assert_array_equal(out[1].positions, lowered)
+    assert _hold_change(sk, name, [out[0].positions, lowered], [(0, "hand.R", "upperarm.L")], [a, b]) < 0.02
+    with pytest.raises(InputError, match="one environment"):
+        adapt_partners([ba, bb], [mesh, mesh.with_vertices(mesh.vertices + 0.1)], partners,
+                       solver="interaction_mesh")
+    with pytest.raises(InputError, match="unknown interaction-mesh solver options"):
+        adapt_partners([ba, bb], mesh, partners, solver="interaction_mesh", solver_options={"rounds": 3})

@@ -436,10 +436,11 @@ class Rig:
                 pins[both, j] = pins[both, parent] + d * (self.lengths[both, j][:, None] / np.maximum(n, 1e-12))
         self.pins = pins
 
-    def warper(self, collide=None, frames=None):
+    def warper(self, collide=None, frames=None, **overrides):
         """The warping solver of this rig; with ``frames`` (n,), one that solves those frames only
-        (the rows of its batch are them, e.g. a reach's window)."""
-        options = dict(self.solver_options)
+        (the rows of its batch are them, e.g. a reach's window); ``overrides``: ``Warper``
+        settings over the rig's solver options."""
+        options = dict(self.solver_options, **overrides)
         if "hinges" not in options:
             options["hinges"] = None if self.hinges is None else (self.hinges, self.binding.motion)
         if "limits" not in options and len(self.limits):
@@ -530,7 +531,7 @@ class Collisions:
         self.tol = 1e-9 * body_height
         self.frames = frames or mesh.frame_count
         self._collider = {}
-        self._target = self._sd = self._clearance = None
+        self._target = self._sd = self._clearance = self._set = None
 
     def collider(self, f):
         if not self.mesh.animated:
@@ -547,17 +548,28 @@ class Collisions:
         frames = np.asarray(frames)
         if self.mesh.animated:
             sd = np.stack([self.collider(f).signed_distance(t)[0] for f, t in zip(frames.tolist(), targets)])
+        elif self._target is not None and len(frames) == 1 and frames[0] < len(self._set) and self._set[frames[0]]:
+            # A frame set before (a pair's live rounds move a few joints' targets): the joints
+            # whose targets moved are measured again, the others keep theirs.
+            f = frames[0]
+            sd = self._sd[frames].copy()
+            moved = np.flatnonzero((self._target[f] != targets[0]).any(axis=1))
+            if moved.size:
+                sd[0, moved] = self.collider(0).signed_distance(targets[0, moved])[0]
         else:
             sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
         F = max(self.frames or 0, int(frames.max()) + 1)
         if self._target is None or len(self._target) < F:           # per frame: the target and its
-            old = self._target, self._sd, self._clearance              # signed distance (inf: none in the band)
+            old = self._target, self._sd, self._clearance, self._set   # signed distance (inf: none in the band)
             J = targets.shape[1]
             self._target, self._sd = np.zeros((F,) + targets.shape[1:]), np.full((F, J), np.inf)
             self._clearance = np.full((F, J), self.band - self.tol)
+            self._set = np.zeros(F, bool)
             if old[0] is not None:
-                self._target[:len(old[0])], self._sd[:len(old[1])], self._clearance[:len(old[2])] = old
+                self._target[:len(old[0])], self._sd[:len(old[1])], self._clearance[:len(old[2])], \
+                    self._set[:len(old[3])] = old
         self._target[frames], self._sd[frames] = targets, sd
+        self._set[frames] = True
         # A joint closer to its target than this cannot have crossed a surface (see __call__). Only
         # the frames set now: a live frame recomputed all of a 600-frame Rigify clip's (1 ms).
         self._clearance[frames] = np.where(sd > 0, np.minimum(sd, self.band), 0.0) - self.tol
@@ -1089,11 +1101,7 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
     targets, affinity = rig.targets(deformed_mesh)
     if guide is not None:
-        if guide.lean is not None and rig.trunk is not None:
-            joints, goals, weight = guide.lean.anchors(targets)
-            rig.trunk.lean(targets, affinity, joints, goals, weight, guide.lean.max_degrees)
-        d0 = binding.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * binding.body_height
-        targets, affinity = _guided(targets, affinity, guide, binding.body_height, d0)
+        targets, affinity = with_guide(rig, targets, affinity, guide)
 
     rig.hold_embeddings(targets)
     frames = np.arange(binding.frame_count)
@@ -1112,11 +1120,21 @@ def adapt(binding, deformed_mesh, bone_lengths=None, affinity_override=None, ver
     # not: turning the spine's subtree back into its range flung a collar tie's hands 0.6-1.1 m
     # off the partner's shoulders when the narrowest window was repeated round after round (a
     # schedule tried), and the partner then chased them.
-    touching = None
-    if guide is not None:
-        touching = (np.asarray(guide.proximity) >= 1.0) & ~np.isnan(np.asarray(guide.targets)[..., 0])
+    touching = None if guide is None else guide.touching()
     positions = rig.finish(solved, frames, twist_held=touching)
     return _result(rig, solved, positions, targets, affinity, frames)
+
+
+def with_guide(rig, targets, affinity, guide):
+    """``rig``'s ``targets`` (n,J,3) and ``affinity`` (n,J) from the environment with a
+    ``characters.Guide`` of the same frames: the trunk leaned for the guide's holds (in place),
+    then the partners' targets blended in (``_guided``)."""
+    binding = rig.binding
+    if guide.lean is not None and rig.trunk is not None:
+        joints, goals, weight = guide.lean.anchors(targets)
+        rig.trunk.lean(targets, affinity, joints, goals, weight, guide.lean.max_degrees)
+    d0 = binding.settings.get("min_distance_fraction", C.MIN_DISTANCE_FRACTION) * binding.body_height
+    return _guided(targets, affinity, guide, binding.body_height, d0)
 
 
 def _guided(targets, affinity, guide, body_height, d0):
@@ -1155,9 +1173,9 @@ def _result(rig, solved, positions, targets, affinity, frames):
                        rig.limit_violations(positions, frames), rig.unbound_names(), rig.hinge_names)
 
 
-def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_override, vertex_influence, pins,
-                            collisions, solver_options, progress, hinges):
-    """``adapt`` with the interaction-mesh solver (see ``adapt``)."""
+def _interaction_mesh_options(solver_options):
+    """``(solver settings, Rig solver options)`` of ``adapt``'s ``solver_options`` for the
+    interaction-mesh solver; InputError names an unknown setting."""
     options = dict(solver_options or {})
     known = {"morph_steps", "settle_steps", "window", "overlap", "environment_points", "acceleration_weight",
              "collision_weight", "pin_weight", "limit_weight", "limits", "keep_clearance"}
@@ -1165,7 +1183,13 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
     if unknown:
         raise InputError(f"unknown interaction-mesh solver options {', '.join(unknown)}: use "
                          f"{', '.join(sorted(known))}")
-    rig_options = {"limits": options.pop("limits")} if "limits" in options else {}
+    return options, ({"limits": options.pop("limits")} if "limits" in options else {})
+
+
+def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_override, vertex_influence, pins,
+                            collisions, solver_options, progress, hinges):
+    """``adapt`` with the interaction-mesh solver (see ``adapt``)."""
+    options, rig_options = _interaction_mesh_options(solver_options)
     rig = Rig(binding, bone_lengths, affinity_override, vertex_influence, pins, rig_options, hinges)
     check_topology(binding, deformed_mesh)
     _check_mesh_frames(deformed_mesh, binding.frame_count, "deformed")
@@ -1187,6 +1211,97 @@ def _adapt_interaction_mesh(binding, deformed_mesh, bone_lengths, affinity_overr
                                        **options)
     positions = rig.finish(solved, frames)
     return _result(rig, solved, positions, targets, affinity, frames)
+
+
+def adapt_group_interaction_mesh(bindings, deformed_mesh, bone_lengths=None, per_character=None, poses=None,
+                                 progress=None, collisions=True, solver_options=None):
+    """Characters adapted together by the interaction-mesh solver (Ho, Komura and Tai 2010, whose
+    examples are mostly two characters in close contact): per frame every character's joints and
+    the environment points near any of them are tetrahedralised together, so the Laplacian
+    coordinates keep each character's joints where they were relative to the others' as well as
+    to the surfaces, and the group is solved as one (``solvers.interaction_mesh.solve``).
+    ``characters.adapt_partners(solver="interaction_mesh")`` calls it. Returns a list of
+    ``AdaptResult`` (``targets``: the descriptors', for comparison).
+
+    bindings : one per character, bound to one environment (the same triangles);
+        deformed_mesh : that environment now. bone_lengths, per_character (affinity overrides,
+        painted influence, pins, hinges), poses : as ``adapt_partners``': a character whose
+        pose is given is pinned to it (``PIN_WEIGHT``) and returned as given.
+    solver_options : the interaction-mesh settings (``adapt``'s), for the group.
+
+    Departures (README, "Solvers"): the paper's bounding volumes between the body parts are
+    not built; characters are kept apart by the interaction mesh between them alone (and each
+    from the environment by its collisions).
+    """
+    bindings = list(bindings)
+    n = len(bindings)
+    if n < 1:
+        raise InputError("no characters to adapt")
+    F = bindings[0].frame_count
+    if any(b.frame_count != F for b in bindings):
+        raise InputError("the characters' clips must have the same frames: "
+                         + ", ".join(str(b.frame_count) for b in bindings))
+    original = bindings[0].mesh
+    for b in bindings[1:]:
+        if b.mesh.vertex_count != original.vertex_count or not np.array_equal(b.mesh.triangles, original.triangles):
+            raise InputError("the interaction-mesh solver adapts characters bound to one environment: bind the "
+                             "partners with the same objects")
+    bone_lengths = [None] * n if bone_lengths is None else list(bone_lengths)
+    poses = [None] * n if poses is None else list(poses)
+    own = [dict(per_character[c] or {}) if per_character is not None else {} for c in range(n)]
+    options, rig_options = _interaction_mesh_options(solver_options)
+    rigs, offsets, parts = [], [], {k: [] for k in ("motion", "bones", "lengths", "glue", "pins", "tri", "bary",
+                                                    "pairs", "least")}
+    start = 0
+    for c, b in enumerate(bindings):
+        o = own[c]
+        rig = Rig(b, bone_lengths[c], o.get("affinity_override"), o.get("vertex_influence"), o.get("pins"),
+                  rig_options, o.get("hinges"))
+        check_topology(b, deformed_mesh)
+        J = b.motion.shape[1]
+        pins = np.full((F, J, 3), np.nan) if rig.pins is None else np.array(rig.pins, float)
+        if poses[c] is not None:
+            pose = np.asarray(poses[c], float)
+            if pose.shape != b.motion.shape:
+                raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
+            pins = pose
+        parts["motion"].append(b.motion)
+        parts["bones"].append(rig.bones + start)
+        parts["lengths"].append(rig.lengths)
+        parts["glue"].append(np.asarray(rig.glue, np.int64).reshape(-1, 2) + start)
+        parts["pins"].append(pins)
+        parts["tri"].append(b.triangles)
+        parts["bary"].append(b.barycentrics)
+        if len(rig.limits) and rig.solver_options.get("limits", True) is not None:
+            parts["pairs"].append(np.asarray(rig.limits.pairs, np.int64) + start)
+            parts["least"].append(rig.limits.min_distance(rig.lengths))
+        rigs.append(rig)
+        offsets.append(start)
+        start += J
+    _check_mesh_frames(deformed_mesh, F, "deformed")
+    pins = np.concatenate(parts["pins"], axis=1)
+    limits = None
+    if parts["pairs"]:
+        limits = (np.concatenate(parts["pairs"]), np.concatenate(parts["least"], axis=1))
+    up = next((r.trunk.up for r in rigs if r.trunk is not None), None)
+    H = float(np.mean([b.body_height for b in bindings]))
+    solved, _ = interaction_mesh.solve(np.concatenate(parts["motion"], axis=1), np.concatenate(parts["bones"]),
+                                       np.concatenate(parts["lengths"], axis=1), np.concatenate(parts["glue"]),
+                                       original, deformed_mesh, np.concatenate(parts["tri"]),
+                                       np.concatenate(parts["bary"]), H,
+                                       pins=None if np.isnan(pins).all() else pins, collisions=collisions,
+                                       progress=progress, limits=limits, up=up, **options)
+    frames = np.arange(F)
+    out = []
+    for c, (b, rig, at) in enumerate(zip(bindings, rigs, offsets)):
+        mine = solved[:, at:at + b.motion.shape[1]]
+        targets, affinity = rig.targets(deformed_mesh)
+        if poses[c] is not None:
+            given = np.asarray(poses[c], float)
+            out.append(_result(rig, given, given, targets, affinity, frames))
+            continue
+        out.append(_result(rig, mine, rig.finish(mine, frames), targets, affinity, frames))
+    return out
 
 
 class LiveSession:
@@ -1215,6 +1330,8 @@ class LiveSession:
         self._warper = None
         self._env = None
         self.exact_hits = 0
+        #: how many times the solved frames were dropped (an edit, new influence)
+        self.edits = 0
 
     def _signature(self, frame, vertices):
         """Something equal for equal environments: on a static one the vertices themselves (one
@@ -1227,6 +1344,7 @@ class LiveSession:
             if last is not None:
                 self._solved.clear()
                 self._raw.clear()
+                self.edits += 1
             self._sigs = {-1: vertices.copy()}
             return self._sigs[-1]
         sig = hashlib.blake2b(np.ascontiguousarray(vertices).tobytes(), digest_size=16).digest()
@@ -1234,12 +1352,14 @@ class LiveSession:
             self._solved.clear()
             self._raw.clear()
             self._sigs.clear()
+            self.edits += 1
         self._sigs[frame] = sig
         return sig
 
     def invalidate(self):
         self._solved.clear()
         self._raw.clear()
+        self.edits += 1
         if self.binding.mesh.animated:
             self._sigs.clear()
 
@@ -1264,6 +1384,11 @@ class LiveSession:
         self._env = (sig, mesh, collide)
         return mesh, collide
 
+    def environment(self, frame, vertices):
+        """The TriMesh and collision constraint of the environment ``vertices`` (V,3) at ``frame``;
+        an edit (vertices other than the last ones seen there) drops the solved frames."""
+        return self._environment(vertices, self._signature(frame, vertices))
+
     def pose(self, frame, vertices):
         """Adapted joint positions (J,3) at ``frame`` for environment ``vertices`` (V,3)."""
         b = self.binding
@@ -1281,7 +1406,7 @@ class LiveSession:
         warper.collide = collide
         prev = self._solved.get(frame - 1)
         if frame == 0 or prev is not None:
-            targets, affinity = self._targets(mesh, np.array([frame]))
+            targets, affinity = self.targets(mesh, np.array([frame]))
             if collide is not None:
                 collide.set_targets([frame], targets)
             if frame == 0:
@@ -1292,7 +1417,7 @@ class LiveSession:
             return self._keep(frame, p, targets[0])
         start = max(0, frame - self.window)
         frames = np.arange(start, frame + 1)
-        targets, affinity = self._targets(mesh, frames)
+        targets, affinity = self.targets(mesh, frames)
         if collide is not None:
             collide.set_targets(frames, targets)
         p = warper.first(targets[0], targets[0], affinity[0], f=start, max_steps=self.static_steps,
@@ -1301,7 +1426,7 @@ class LiveSession:
             p = warper.next(int(frames[i]), p, targets[i - 1], targets[i], affinity[i])
         return self._keep(frame, p, targets[-1])
 
-    def _targets(self, mesh, frames):
+    def targets(self, mesh, frames):
         """Targets and affinities of consecutive ``frames`` as ``adapt`` has them: the targets of
         the frames within ``JUMP_REACH`` of them (cached until the environment changes), with
         their jumps eased together (``smooth_jumps``)."""

@@ -36,6 +36,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import constants as C
+from .adaptation import AdaptResult, LiveSession, Rig, adapt, adapt_group_interaction_mesh, with_guide
+from .solvers.interaction_mesh import check_solver
 from .errors import InputError
 
 #: Default capsule radius as a fraction of the bone's length (the body's average limb).
@@ -189,6 +192,16 @@ class Partners:
     body_height: float = 1.0
     #: per character, the joint pair of its side line (``_side_pair``) for the bone frames
     sides: list = field(default_factory=list)
+    #: (character, partner) -> the reference joint pairs of the partner's bones
+    #: (``_frame_candidates``), found on first use: a live preview asks at every round
+    _candidates: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def candidates(self, c, rel):
+        key = (c, rel.partner)
+        got = self._candidates.get(key)
+        if got is None:
+            got = self._candidates[key] = _frame_candidates(self.skeletons[rel.partner], rel.bones)
+        return got
 
 
 def _bones(skeleton, motion):
@@ -235,7 +248,8 @@ def bind_partners(bindings, radii=None):
     return out
 
 
-def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None):
+def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None,
+                    frames=None):
     """Targets of character ``c``'s joints from its partners' capsules, with their weights.
 
     positions : (F,J,3) the character's current joints (only their shape is read: each
@@ -244,6 +258,8 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         as bound); window : None for every capsule with weight 1, else the fade window
         (Eq. 5) in length units.
     joints : optional (K,) the joints wanted (the others get NaN targets and proximity 0).
+    frames : optional slice of the clip's frames that ``positions`` and ``poses`` are (a live
+        preview's one frame); default all.
     Returns ``targets (F,J,3)``, ``proximity (F,J)`` in [0, 1] (how close the nearest weighted
     capsule is: ``min(1, d0 / clearance)``), ``depth (F,J)`` the source's deepest
     penetration into each partner's capsules (0 where none; for the collision push), and
@@ -253,6 +269,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     H = partners.body_height if body_height is None else body_height
     rels = partners.relations[c]
     F, J, _ = positions.shape
+    at = slice(None) if frames is None else frames
     js = np.arange(J) if joints is None else np.asarray(joints, np.int64)
     targets = np.full((F, J, 3), np.nan)
     prox = np.zeros((F, J))
@@ -260,7 +277,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
     if not rels:
         return targets, prox, prox.copy(), distance
     # The source's deepest penetration, for every joint (the collision push).
-    depth = np.maximum(-np.concatenate([rel.clearance for rel in rels], axis=2).min(axis=2), 0.0)
+    depth = np.maximum(-np.concatenate([rel.clearance[at] for rel in rels], axis=2).min(axis=2), 0.0)
     if not len(js):
         return targets, prox, depth, distance
     parts = []
@@ -270,14 +287,15 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         bones = rel.bones
         r_now = (partners.radii[o] if radii is None or radii[o] is None else radii[o])[bones[:, 1]]
         a, e = pose[:, bones[:, 0]], pose[:, bones[:, 1]]
-        foot = a[:, None] + rel.along[:, js, :, None] * (e - a)[:, None]                   # (F,K,B,3)
-        frames = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o])       # (F,B,3,3)
+        foot = a[:, None] + rel.along[at][:, js, :, None] * (e - a)[:, None]               # (F,K,B,3)
+        axes = _bone_frames(partners.skeletons[o], pose, bones, partners.sides[o],
+                            partners.candidates(c, rel))                                   # (F,B,3,3)
         # Eq. 12: the offset's length becomes the new radius plus the source clearance.
-        offset, clearance = rel.offset[:, js], rel.clearance[:, js]
+        offset, clearance = rel.offset[at][:, js], rel.clearance[at][:, js]
         length = np.linalg.norm(offset, axis=-1)
         want = np.maximum(r_now[None, None] + clearance, 0.0)
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
-        t = foot + np.einsum("fbdk,fjbk->fjbd", frames, offset * scale[..., None])
+        t = foot + np.einsum("fbdk,fjbk->fjbd", axes, offset * scale[..., None])
         parts.append((t, clearance))
     T = np.concatenate([t for t, _ in parts], axis=2)                                    # (F,K,Btot,3)
     L = np.concatenate([lc for _, lc in parts], axis=2)                                  # (F,K,Btot)
@@ -345,6 +363,8 @@ class CapsuleCollisions:
     joints : optional (K,) the joints that can reach a capsule (None: all).
     pairs : optional, per partner, (P,2) (index into ``joints``, bone) the pairs tested (None:
         every joint against every bone).
+    first : the clip's frame that the arrays' first row is (a live preview's frame): the
+        solver's frame ``f`` reads row ``f - first``.
 
     Called at every solver substep, so each capsule's direction and inverse squared length
     are found once, a joint is tested only against the bones of its pairs, and a batch with
@@ -352,10 +372,11 @@ class CapsuleCollisions:
     too deep goes out along the direction from its deepest capsule's axis, by how much deeper
     it is (as ``push_out_of_capsules``)."""
 
-    def __init__(self, capsules, depth, inner=None, joints=None, pairs=None):
+    def __init__(self, capsules, depth, inner=None, joints=None, pairs=None, first=0):
         self.depth = depth
         self.inner = inner
         self.joints = joints
+        self.first = int(first)
         K = depth.shape[1] if joints is None else len(joints)
         self._sets = []
         for i, (a, b, r) in enumerate(capsules):
@@ -376,11 +397,12 @@ class CapsuleCollisions:
             self.inner.set_targets(frames, targets)
 
     def __call__(self, p, fs):
-        if self.inner is not None:
-            p = self.inner(p, fs)
         if p.ndim == 2:
             return self(p[None], np.atleast_1d(fs))[0]
-        fs = np.asarray(fs)
+        if self.inner is not None:
+            p = self.inner(p, fs)
+        rows = np.asarray(fs)
+        fs = rows - self.first if self.first else rows
         js = slice(None) if self.joints is None else self.joints
         allowed = self.depth[fs][:, js]                                              # (S,K)
         x = None
@@ -415,7 +437,7 @@ class CapsuleCollisions:
 
 def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
                    per_character=None, progress=None, contacts=None, outcomes=None, whole_body=True,
-                   changes=None, **options):
+                   changes=None, solver="descriptors", **options):
     """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
 
     bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
@@ -436,9 +458,12 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         where the partner does not hold this character back; False steers the limbs alone.
     changes : optional list that receives, per round, the farthest any joint of any character
         moved from the round before (length units): the rounds' convergence.
+    solver : "descriptors" (the rounds above) or "interaction_mesh": every character's joints in
+        one interaction mesh per frame, solved together (``adaptation.adapt_group_interaction_
+        mesh``; the partners' capsules, rounds, leans and contacts do not apply, the characters
+        must share one environment).
     options : passed to every ``adapt``.
     """
-    from .adaptation import AdaptResult, Rig, adapt
     bindings = list(bindings)
     n = len(bindings)
     if len(partners.relations) != n:
@@ -448,6 +473,13 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     poses = [None] * n if poses is None else list(poses)
     own = [dict(options, **(per_character[c] if per_character is not None and per_character[c] else {}))
            for c in range(n)]
+    if check_solver(solver) == "interaction_mesh":
+        for m in meshes[1:]:
+            if m is not meshes[0] and (m.vertex_count != meshes[0].vertex_count or
+                                       not np.array_equal(m.vertices, meshes[0].vertices)):
+                raise InputError("the interaction-mesh solver adapts characters in one environment: give one mesh")
+        shared = {k: own[0][k] for k in ("collisions", "solver_options") if k in own[0]}
+        return adapt_group_interaction_mesh(bindings, meshes[0], bone_lengths, own, poses, progress, **shared)
     solving = sum(p is None for p in poses)
     total, done = max(1, solving * (1 + max(rounds, 0))), [0]
 
@@ -462,23 +494,18 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
     def finished_one():
         done[0] += 1
 
-    now_radii = [capsule_radii(b.skeleton, b.motion, radii=r) if r is not None else partners.radii[c]
-                 for c, (b, r) in enumerate(zip(bindings, [None] * n if radii is None else radii))]
-    # The bone lengths' scale goes to the default radii too (a bigger character is thicker).
     rigs = [Rig(b, bl) for b, bl in zip(bindings, bone_lengths)]
-    for c, bl in enumerate(bone_lengths):
-        if bl is not None and (radii is None or radii[c] is None):
-            now_radii[c] = partners.radii[c] * rigs[c].scale
+    group = _Group(bindings, partners, rigs, bone_lengths, radii, whole_body, [p is None for p in poses])
     H = partners.body_height
     # A round's frame 0 settles to 1e-5 body heights (1e-6 in the last) in at most 200 steps a
     # stage, not to the clip default 1e-8 in 4000: against the partners' targets it stepped
     # 250-1700 times a round (a third of it). A character's own solver options win.
-    def solver(c, *defaults):
+    def settings_of(c, *defaults):
         opts = {k: v for d in defaults for k, v in d.items()}
         opts.update(own[c].get("solver_options") or {})
         return dict(own[c], solver_options=opts)
-    guided = [solver(c, GUIDED_SOLVER) for c in range(n)]
-    last = [solver(c, GUIDED_SOLVER, LAST_ROUND_SOLVER) for c in range(n)]
+    guided = [settings_of(c, GUIDED_SOLVER) for c in range(n)]
+    last = [settings_of(c, GUIDED_SOLVER, LAST_ROUND_SOLVER) for c in range(n)]
     results = [None] * n
     settled = [False] * n
     current = []
@@ -500,64 +527,14 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             current.append(results[c].positions)
             settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * \
                 partners.body_height
-    # The paper's three windows (every capsule, half the body height, Eq. 5's fade), the first
-    # repeated when there are more rounds: rounds are whole-clip solves of one character after
-    # the other. With the limbs alone steered (``steered_joints``) a grown partner's hand met
-    # the other's (4 cm apart in the source) 3.8-4.0 cm apart after three rounds, as after five.
-    windows = ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
-    steer = [steered_joints(b) for b in bindings]
-    touch = [_touching_above(b, partners, c) for c, b in enumerate(bindings)]
-    # The joints that can reach a partner's capsule: within REACH body heights of one in the
-    # source (a grown partner comes nearer, not across the room); the others are not tested.
-    reach = [np.flatnonzero(np.min([rel.clearance.min(axis=(0, 2)) for rel in partners.relations[c]], axis=0)
-                            < REACH * H) if partners.relations[c] else None for c in range(n)]
-    # ... and of each partner, the bones those joints come within REACH of, and the (joint, bone)
-    # pairs that do: a joint is tested against those bones only.
-    near_pairs = [[np.argwhere(rel.clearance[:, reach[c]].min(axis=0) < REACH * H)
-                   if reach[c] is not None and len(reach[c]) else np.zeros((0, 2), np.int64)
-                   for rel in partners.relations[c]] for c in range(n)]
-    leans = [lean_anchors(b, partners, c, rigs[c]) if whole_body and poses[c] is None else None
-             for c, b in enumerate(bindings)]
-    # Where a partner being adapted holds this character back (a collar tie, a hug), neither
-    # leans: the holds close a loop through both trunks, and leaning to keep one's arms as they
-    # were moved the other's hands, round after round (the collar tie scaled 0.8: hands 5.5 cm
-    # off where the limbs alone hold 0.9, poses 45 cm from eight rounds' after five).
-    hands = [None if lean is None else lean.hands for lean in leans]
-    for c in range(n):
-        if leans[c] is None:
-            continue
-        back = [_holds(partners, o, c, hands[o]) for o in range(n) if o != c and hands[o] is not None]
-        back = [w for w in back if w is not None]
-        if back:
-            free = 1.0 - np.max(back, axis=0)
-            leans[c] = replace(leans[c], weight=leans[c].weight * free[:, None])
-            if not leans[c].weight.any():
-                leans[c] = None
+    windows = _windows(rounds, H)
     for r, window in enumerate(windows):
         before = [p.copy() for p in current] if changes is not None else None
         for c, b in enumerate(bindings):
             if poses[c] is not None:
                 continue
-            t, prox, depth, distance = partner_targets(partners, c, current[c], current, now_radii, window, H,
-                                                       joints=np.flatnonzero(steer[c]))
-            if touch[c] is not None:
-                prox = prox * touch[c]
-            caps, pairs = [], []
-            for rel, near in zip(partners.relations[c], near_pairs[c]):
-                # Only the bones of some pair, renumbered.
-                used, local = np.unique(near[:, 1], return_inverse=True)
-                o, bones = rel.partner, rel.bones[used]
-                caps.append((current[o][:, bones[:, 0]], current[o][:, bones[:, 1]], now_radii[o][bones[:, 1]]))
-                pairs.append(np.stack([near[:, 0], local.reshape(-1)], axis=1))
-            # Frame 0 settles from where the character is (the last round's, or its targets
-            # before the first): about 170 of a round's 350 solver steps went to settling it
-            # from the source's.
-            lean = None
-            if leans[c] is not None:
-                lean = replace(leans[c], goals=t[:, leans[c].hands])
-            guide = Guide(t, prox, CapsuleCollisions(caps, depth, joints=reach[c], pairs=pairs),
-                          start=current[c][0], lean=lean, distance=distance)
-            if settled[c] and _at_rest(current[c], t, prox, guide.collide, H):
+            guide = group.guide(c, current, window)
+            if settled[c] and _at_rest(current[c], guide.targets, guide.proximity, guide.collide, H):
                 # Its own targets and its partners' are where it already is, and no capsule
                 # pushes it (an unedited or rigidly moved pair): the round would give it back.
                 finished_one()
@@ -583,6 +560,96 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             results[c] = AdaptResult(current[c], current[c], zeros, zeros[:, 0], zeros[:, 0],
                                      b.skeleton.bone_lengths(current[c]), zeros, {}, [])
     return results
+
+
+def _windows(rounds, body_height):
+    """Each round's Eq. 5 window: the paper's three (every capsule, half the body height, Eq. 5's
+    fade), the first repeated when there are more rounds. With the limbs alone steered
+    (``steered_joints``) a grown partner's hand met the other's (4 cm apart in the source)
+    3.8-4.0 cm apart after three rounds, as after five."""
+    H = body_height
+    return ([None] * max(rounds - 2, 1) + [0.5 * H, WINDOW * H])[-rounds:] if rounds >= 1 else []
+
+
+class _Group:
+    """What adapting a group needs besides the poses, found once from the source (``adapt_partners``
+    and ``PartnersLiveSession``): each character's capsule radii now, the joints partners steer
+    and on which frames, the joints and (joint, bone) pairs that can reach a partner's capsule,
+    and the holds the trunk leans to keep. ``guide`` gives a character's ``Guide`` from the
+    group's current poses, for the whole clip or a slice of it."""
+
+    def __init__(self, bindings, partners, rigs, bone_lengths, radii, whole_body, adapted):
+        n = len(bindings)
+        H = self.H = partners.body_height
+        self.partners = partners
+        radii = [None] * n if radii is None else list(radii)
+        self.radii = [capsule_radii(b.skeleton, b.motion, radii=r) if r is not None else partners.radii[c]
+                      for c, (b, r) in enumerate(zip(bindings, radii))]
+        # The bone lengths' scale goes to the default radii too (a bigger character is thicker).
+        for c, bl in enumerate(bone_lengths):
+            if bl is not None and radii[c] is None:
+                self.radii[c] = partners.radii[c] * rigs[c].scale
+        self.steer = [np.flatnonzero(steered_joints(b)) for b in bindings]
+        self.touch = [_touching_above(b, partners, c) for c, b in enumerate(bindings)]
+        # The joints that can reach a partner's capsule: within REACH body heights of one in the
+        # source (a grown partner comes nearer, not across the room); the others are not tested.
+        self.reach = [np.flatnonzero(np.min([rel.clearance.min(axis=(0, 2)) for rel in partners.relations[c]],
+                                            axis=0) < REACH * H) if partners.relations[c] else None
+                      for c in range(n)]
+        # ... and of each partner, the bones those joints come within REACH of (``used``), and the
+        # (joint, bone) pairs that do, the bones renumbered among those: a joint is tested against
+        # those bones only.
+        self.near = []
+        for c in range(n):
+            mine = []
+            for rel in partners.relations[c]:
+                near = (np.argwhere(rel.clearance[:, self.reach[c]].min(axis=0) < REACH * H)
+                        if self.reach[c] is not None and len(self.reach[c]) else np.zeros((0, 2), np.int64))
+                used, local = np.unique(near[:, 1], return_inverse=True)
+                mine.append((rel.bones[used], np.stack([near[:, 0], local.reshape(-1)], axis=1)))
+            self.near.append(mine)
+        leans = [lean_anchors(b, partners, c, rigs[c]) if whole_body and adapted[c] else None
+                 for c, b in enumerate(bindings)]
+        # Where a partner being adapted holds this character back (a collar tie, a hug), neither
+        # leans: the holds close a loop through both trunks, and leaning to keep one's arms as
+        # they were moved the other's hands, round after round (the collar tie scaled 0.8: hands
+        # 5.5 cm off where the limbs alone hold 0.9, poses 45 cm from eight rounds' after five).
+        hands = [None if lean is None else lean.hands for lean in leans]
+        for c in range(n):
+            if leans[c] is None:
+                continue
+            back = [_holds(partners, o, c, hands[o]) for o in range(n) if o != c and hands[o] is not None]
+            back = [w for w in back if w is not None]
+            if back:
+                free = 1.0 - np.max(back, axis=0)
+                leans[c] = replace(leans[c], weight=leans[c].weight * free[:, None])
+                if not leans[c].weight.any():
+                    leans[c] = None
+        self.leans = leans
+
+    def guide(self, c, current, window, frames=None):
+        """Character ``c``'s ``Guide`` from the group's poses ``current`` (per character (n,J,3))
+        in Eq. 5's ``window`` (None: every capsule); ``frames``: the slice of the clip they are
+        (default: all of it)."""
+        at = slice(None) if frames is None else frames
+        t, prox, depth, distance = partner_targets(self.partners, c, current[c], current, self.radii, window,
+                                                   self.H, joints=self.steer[c], frames=frames)
+        if self.touch[c] is not None:
+            prox = prox * self.touch[c][at]
+        caps, pairs = [], []
+        for rel, (bones, near) in zip(self.partners.relations[c], self.near[c]):
+            o = rel.partner
+            caps.append((current[o][:, bones[:, 0]], current[o][:, bones[:, 1]], self.radii[o][bones[:, 1]]))
+            pairs.append(near)
+        lean = self.leans[c]
+        if lean is not None:
+            lean = replace(lean, span=lean.span[at], reach=lean.reach[at], weight=lean.weight[at],
+                           goals=t[:, lean.hands])
+        # Frame 0 settles from where the character is (the last round's, or its targets before
+        # the first): about 170 of a round's 350 solver steps went to settling it from the source's.
+        collide = CapsuleCollisions(caps, depth, joints=self.reach[c], pairs=pairs,
+                                    first=0 if frames is None else frames.start)
+        return Guide(t, prox, collide, start=current[c][0], lean=lean, distance=distance)
 
 
 def _touching_above(binding, partners, c):
@@ -655,6 +722,11 @@ class Guide:
     #: optional (F,J) each joint's distance to the nearest weighted partner capsule: the
     #: environment's and the partners' weights then fade by one Eq. 5 window (``adapt``)
     distance: np.ndarray = None
+
+    def touching(self):
+        """(F,J) bool: the joints resting on a partner (proximity 1), which the twist limits
+        leave where they are."""
+        return (np.asarray(self.proximity) >= 1.0) & ~np.isnan(np.asarray(self.targets)[..., 0])
 
 
 @dataclass
@@ -763,3 +835,143 @@ def lean_anchors(binding, partners, c, rig):
     return Lean(np.array(hands, np.int64), np.array(shoulders, np.int64), np.stack(span, axis=1),
                 np.stack(reach, axis=1), np.stack(weight, axis=1))
 
+
+
+class PartnersLiveSession:
+    """Frame-by-frame adaptation of characters bound together (``bind_partners``), for a live
+    preview: ``pose(frame, vertices)`` gives every character's adapted joints (J,3) at ``frame``
+    with the environment as it is now.
+
+    Each character keeps a ``LiveSession`` (its targets from the environment, their eased jumps,
+    its collisions, its cache dropped on an edit). At a frame the group runs rounds on that
+    frame alone with the bake's ``Guide`` cut to it (partner targets in the round's window, the
+    elbows' and knees' gating, the trunk's lean, the capsules): each character, one after the
+    other, is warped one step from its previous frame's result towards its environment targets
+    blended with where its partners, as last solved, put its joints. The rounds start from the
+    frame before's result moved as the environment's targets move. A frame whose predecessor
+    is solved costs one warping step per character and round; a frame reached by a jump is
+    solved from ``window`` frames earlier, as ``LiveSession`` does.
+
+    bindings, partners, bone_lengths, radii, poses, per_character, whole_body, options : as
+        ``adapt_partners``'.
+    windows : each round's Eq. 5 window in body heights, None for every capsule; default
+        ``[None, WINDOW]``, the bake's first and last.
+
+    Departures from the bake (``adapt_partners``), for speed: two rounds, not five (the bake's
+    five whole-clip rounds do not settle either: its last two, in narrower windows, still move
+    the collar tie's hands 8-13 cm, so a frame's result depends on the schedule); the first
+    round with three sweeps after its last substep and no collisions, as it only places the
+    partners for the second. Where one character is given (``poses``) the preview is the bake;
+    elsewhere ``benchmarks/bench_characters.py --live`` measures its holds against the bake's
+    and how far it is from it. An unedited group gives its source.
+    """
+
+    def __init__(self, bindings, partners, bone_lengths=None, radii=None, poses=None, per_character=None,
+                 windows=None, whole_body=True, window=6, static_steps=60, **options):
+        bindings = list(bindings)
+        n = len(bindings)
+        if len(partners.relations) != n:
+            raise InputError(f"the partners were bound for {len(partners.relations)} characters, not {n}")
+        bone_lengths = [None] * n if bone_lengths is None else list(bone_lengths)
+        self.poses = [None] * n if poses is None else [None if p is None else np.asarray(p, float) for p in poses]
+        for c, (b, pose) in enumerate(zip(bindings, self.poses)):
+            if pose is not None and pose.shape != b.motion.shape:
+                raise InputError(f"pose {c} must have the clip's shape {b.motion.shape}, got {pose.shape}")
+        own = [dict(options, **(per_character[c] if per_character is not None and per_character[c] else {}))
+               for c in range(n)]
+        self.bindings = bindings
+        self.sessions = [LiveSession(b, window=window, static_steps=static_steps, bone_lengths=bl, **o)
+                         for b, bl, o in zip(bindings, bone_lengths, own)]
+        self.group = _Group(bindings, partners, [s.rig for s in self.sessions], bone_lengths, radii, whole_body,
+                            [p is None for p in self.poses])
+        H = partners.body_height
+        self.windows = [None, WINDOW * H] if windows is None else [None if w is None else w * H for w in windows]
+        self.window, self.static_steps = window, static_steps
+        self._warpers = [s.rig.warper() for s in self.sessions]
+        # The rounds before the last only place the partners for the next: fewer sweeps and no
+        # collisions (the collar tie's and the hug's holds within 0.2 mm of the full rounds',
+        # 10-15 % of a frame's time saved).
+        self._quick = [s.rig.warper(final_iterations=C.CONSTRAINT_ITERATIONS) for s in self.sessions]
+        self._solved = {}          # frame -> per character (solved, target, finished)
+        self._edits = None
+
+    def set_influence(self, c, vertex_influence):
+        """Character ``c``'s new painted influence (V,) or None (``LiveSession.set_influence``)."""
+        self.sessions[c].set_influence(vertex_influence)
+
+    def pose(self, frame, vertices):
+        """Every character's adapted joints (list of (J,3)) at ``frame``, the environment's
+        ``vertices`` (V,3) one array for all or one per character."""
+        n = len(self.sessions)
+        F = self.bindings[0].frame_count
+        frame = int(np.clip(frame, 0, F - 1))
+        if not isinstance(vertices, (list, tuple)):
+            vertices = [vertices] * n
+        envs = [s.environment(frame, np.asarray(v, float)) for s, v in zip(self.sessions, vertices)]
+        edits = [s.edits for s in self.sessions]
+        if edits != self._edits:
+            self._solved.clear()
+            self._edits = edits
+        hit = self._solved.get(frame)
+        if hit is None:
+            prev = self._solved.get(frame - 1)
+            if frame == 0 or prev is not None:
+                hit = self._keep(frame, self._step(frame, envs, prev))
+            else:
+                state = None
+                for f in range(max(0, frame - self.window), frame + 1):
+                    state = self._step(f, envs, state, warm=state is None)
+                hit = self._keep(frame, state)
+        return [h[2].copy() for h in hit]
+
+    def _step(self, f, envs, prev, warm=False):
+        """Frame ``f``'s rounds: per character ``(solved (J,3), target (J,3), touching (J,))``.
+        ``prev``: the frame before's (None at frame 0, or ``warm``: a jump's first frame, settled
+        from its targets)."""
+        at, frames = slice(f, f + 1), np.array([f])
+        env = [s.targets(mesh, frames) for s, (mesh, _) in zip(self.sessions, envs)]
+        # The rounds start from the frame before's last round moved as the environment's targets
+        # move (the source's own step where nothing changed), else from those targets.
+        if prev is not None:
+            before = [s.targets(mesh, frames - 1)[0] for s, (mesh, _) in zip(self.sessions, envs)]
+            current = [(p + (t - t0)[0])[None] for (p, _, _), (t, _), t0 in zip(prev, env, before)]
+        else:
+            current = [t.copy() for t, _ in env]
+        state = [None] * len(self.sessions)
+        for c, pose in enumerate(self.poses):
+            if pose is not None:                                 # given: the others follow it
+                current[c] = pose[at]
+                state[c] = (pose[f], pose[f], np.zeros(len(pose[f]), bool))
+        for r, window in enumerate(self.windows):
+            for c, s in enumerate(self.sessions):
+                if self.poses[c] is not None:
+                    continue
+                last = r == len(self.windows) - 1
+                guide = self.group.guide(c, current, window, frames=at)
+                t, a = with_guide(s.rig, env[c][0].copy(), env[c][1].copy(), guide)
+                warper = (self._warpers if last else self._quick)[c]
+                warper.collide = None
+                if last:
+                    collide = envs[c][1]
+                    if collide is not None:
+                        collide.set_targets(frames, t)
+                    guide.collide.inner = collide
+                    warper.collide = guide.collide
+                if prev is not None:
+                    p = warper.next(f, prev[c][0], prev[c][1], t[0], a[0])
+                elif warm:
+                    start = t[0] if state[c] is None else state[c][0]
+                    p = warper.first(t[0], start, a[0], f=f, max_steps=self.static_steps, free_first=False)
+                else:
+                    start = self.bindings[c].motion[0] if state[c] is None else state[c][0]
+                    p = warper.first(t[0], start, a[0], f=f)
+                state[c] = (p, t[0], guide.touching()[0])
+                current[c] = p[None]
+        return state
+
+    def _keep(self, frame, state):
+        """Cache the frame's solves (the next frame starts from them) and finished poses."""
+        kept = [(p, t, p if pose is not None else s.rig.finish(p[None], [frame], twist_held=touching[None])[0])
+                for s, pose, (p, t, touching) in zip(self.sessions, self.poses, state)]
+        self._solved[frame] = kept
+        return kept

@@ -972,6 +972,10 @@ def table_scene(frames=90, fps=30.0, height=1.0):
     return skel, pos, table
 
 
+#: ``pair_scene``'s distance apart for each hold.
+PAIR_APART = {"hands": 0.6, "shoulder": 0.5, "wrestle": 0.45, "hug": 0.3}
+
+
 def pair_scene(frames=90, fps=30.0, apart=0.6, hold="hands", crouch=0.0):
     """Two humanoids standing face to face ``apart`` metres apart on the floor, both trunks
     swaying ±3° forward and back, the free arms hanging. ``hold``:

@@ -284,9 +284,10 @@ def build_crowd_scene(frames=150, size=(24.0, 16.0), cells=(240, 160)):
 def build_pair_scene(frames=60, hold="hands"):
     """Fresh scene: 'Lead' and 'Partner' (the humanoid twice) standing face to face on 'Floor'
     in 'Environment', holding hands (actions 'HoldLead', 'HoldPartner'; ``synthetic.pair_scene``)
-    or, with ``hold`` "shoulder", Lead's hand resting on Partner's shoulder."""
+    or, with ``hold`` "shoulder", Lead's hand resting on Partner's shoulder ("wrestle": a
+    collar tie, "hug": a hug)."""
     scene, env = _empty_scene(frames)
-    skel, (a, b) = S.pair_scene(frames, apart=0.6 if hold == "hands" else 0.5, hold=hold)
+    skel, (a, b) = S.pair_scene(frames, apart=S.PAIR_APART[hold], hold=hold)
     mesh_object("Floor", *S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)), env)
     lead = build_armature("Lead")
     animate_walk(lead, frames, name="HoldLead", walk=(skel, a))

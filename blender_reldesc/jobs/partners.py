@@ -12,11 +12,59 @@ import numpy as np
 
 from .. import adapter
 from ..adapter import SceneError
-from ..core.characters import adapt_partners, bind_partners
+from ..core.characters import PartnersLiveSession, adapt_partners, bind_partners
 from ..core.contacts import ContactError
 from .base import print_progress
 from .bind_bake import BakeJob, BindJob
+from .bound import Bound
 from .contacts import contact_plan, root_rows, rows
+
+
+def capsules(bounds, measured):
+    """Each character's capsule radii ``(then, now)``: as measured at bind (the source's), and
+    now where the body changed thickness (its mesh or a bone's radius edited; else None: the
+    bone lengths' scale applies). ``measured``: per character, ``adapter.skin.measure_radii``
+    now (read on the main thread)."""
+    then, now = [], []
+    for bound, radii in zip(bounds, measured):
+        stored = bound.meta.get("capsule_radii")
+        source = radii if stored is None or len(stored) != len(radii) else \
+            np.array([r if r >= 0 else np.nan for r in stored], float)
+        then.append(source)
+        same = np.isnan(source) == np.isnan(radii)
+        changed = not same.all() or np.nanmax(np.abs(np.nan_to_num(source) - np.nan_to_num(radii)),
+                                                initial=0.0) > 1e-3
+        now.append(radii if changed else None)
+    return then, now
+
+
+def group_of(scene, arm, bound):
+    """The partners of ``arm`` (bound as ``bound``) read for a live preview: ``(armatures,
+    bounds)``, ``arm`` first, each partner's binding carried into ``bound``'s frame as a bake
+    carries it. Raises ``SceneError`` where a partner is gone or was bound with other frames."""
+    arms, bounds = [arm], [bound]
+    for name in bound.meta.get("partners") or []:
+        ob = adapter.scene.find_object(name)
+        if ob is None or ob.type != 'ARMATURE':
+            raise SceneError(f"partner '{name}' of '{arm.name}' is gone: re-bind without it, or bring it back")
+        other = Bound(ob, scene)
+        other.use_carry(bound.carry)
+        if len(other.frames) != len(bound.frames):
+            raise SceneError(f"partner '{name}' was bound with other frames than '{arm.name}': re-bind them together")
+        arms.append(ob)
+        bounds.append(other)
+    return arms, bounds
+
+
+def live_session(arms, bounds, options):
+    """The ``core.characters.PartnersLiveSession`` of a group read by ``group_of``; ``options``
+    per character (its affinity overrides, bone lengths and hinges, as the single preview's)."""
+    measured = [adapter.skin.measure_radii(ob, b.binding.skeleton) for ob, b in zip(arms, bounds)]
+    then, now = capsules(bounds, measured)
+    bindings = [b.binding for b in bounds]
+    partners = bind_partners(bindings, radii=then)
+    lengths = [o.pop("bone_lengths", None) for o in options]
+    return PartnersLiveSession(bindings, partners, bone_lengths=lengths, radii=now, per_character=options)
 
 
 class PartnersBindJob:
@@ -100,20 +148,25 @@ class PartnerStage:
         bindings = [j.bound.binding for j in group]
         if len({b.frame_count for b in bindings}) != 1:
             raise SceneError("the partners' bindings have different frame counts: re-bind them together")
-        # Capsules: as measured at bind (the source's), and now where the body changed thickness
-        # (its mesh or a bone's radius edited); unchanged, the bone lengths' scale applies.
-        then, now = [], []
-        for j, measured in zip(group, self.measured):
-            stored = j.bound.meta.get("capsule_radii")
-            source = measured if stored is None or len(stored) != len(measured) else \
-                np.array([r if r >= 0 else np.nan for r in stored], float)
-            then.append(source)
-            same = np.isnan(source) == np.isnan(measured)
-            changed = not same.all() or np.nanmax(np.abs(np.nan_to_num(source) - np.nan_to_num(measured)),
-                                                    initial=0.0) > 1e-3
-            now.append(measured if changed else None)
+        then, now = capsules([j.bound for j in group], self.measured)
         relations = bind_partners(bindings, radii=then)
         per = [dict(affinity_override=j.overrides, vertex_influence=j.influence, hinges=j.hinges) for j in group]
+        if job.solver == "interaction_mesh":
+            # Every character's joints in one interaction mesh a frame: no rounds, so no last
+            # round to check contacts in.
+            asked = [j.name for j in group if j.reposition_contacts]
+            if asked:
+                raise SceneError(f"'{asked[0]}': contacts are re-positioned with the Descriptors solver only when "
+                                 "partners are baked together: switch the solver to Descriptors, or turn "
+                                 "Re-position Contacts off")
+            job.warn("partners baked with the interaction-mesh solver: contacts not checked")
+            results = adapt_partners(bindings, [j.mesh for j in group], relations, bone_lengths=[j.bone_lengths
+                                                                                                 for j in group],
+                                     per_character=per, progress=progress, solver="interaction_mesh",
+                                     solver_options=job.solver_options)
+            for j, r in zip(group, results):
+                j.result, j.outcomes, j.solver = r, None, job.solver
+            return
         # Contacts checked (and, with Re-position Contacts, re-positioned) in the last round, with
         # the partners' targets: each character's own settings and flags.
         plans = []

@@ -9,6 +9,10 @@ With *Re-position Contacts* on and a static environment, the preview shows
 ``core.contacts.ContactsPreview`` instead: each edit adapts the whole clip with
 contact re-positioning and root replanning (what Bake gives), and every frame
 is shown from that; ``last_contacts`` holds the statuses for the panel.
+
+A character bound with partners poses its whole group (``core.characters.
+PartnersLiveSession``, read as a bake reads the group: ``jobs.partners.group_of``):
+every partner's armature is held and posed with it, without contact re-positioning.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .. import adapter
 from ..core import LiveSession, RelDescError
 from ..jobs import Bound, bone_controls, contact_plan, contact_settings, read_influence
 from ..jobs.contacts import flags
+from ..optional import feature
 
 _sessions = {}
 last_seconds = 0.0
@@ -37,8 +42,13 @@ def session_for(arm, scene=None):
     the scene's *Re-position Contacts* on a ``ContactsPreview`` (``entry["contacts"]``)."""
     key = arm.name
     entry = _sessions.get(key)
-    if entry is not None and scene is not None and _moved(entry["bound"], scene, arm):
+    if entry is not None and scene is not None and _moved(entry["bound"], scene, arm, entry):
         entry = None                                    # the armature moved: read where it is now
+    if entry is None and scene is not None:
+        bound = Bound(arm, scene)
+        if bound.meta.get("partners"):
+            entry = _sessions[key] = _group_entry(scene, arm, bound)
+            return entry
     if entry is None:
         bound = Bound(arm, scene)
         overrides, hinges = bone_controls(bound)
@@ -53,8 +63,25 @@ def session_for(arm, scene=None):
     return entry
 
 
-def _moved(bound, scene, arm):
-    """Whether the armature's object matrix at the current frame is not the one ``bound`` read."""
+def _group_entry(scene, arm, bound):
+    """The cache entry of a character bound with partners: its group (``entry["group"]``:
+    (armature, Bound) pairs, ``arm`` first) and their ``PartnersLiveSession``."""
+    partners = feature("partners")
+    arms, bounds = partners.group_of(scene, arm, bound)
+    options = []
+    for b in bounds:
+        overrides, hinges = bone_controls(b)
+        options.append(dict(affinity_override=overrides, bone_lengths=b.new_lengths, hinges=hinges))
+    return {"bound": bound, "influence_dirty": True, "session": partners.live_session(arms, bounds, options),
+            "contacts": None, "group": list(zip(arms, bounds)),
+            "watched": set().union(*(p.watched() for b in bounds for p in b.objects))}
+
+
+def _moved(bound, scene, arm, entry=None):
+    """Whether the armature's object matrix at the current frame is not the one ``bound`` read
+    (with ``entry`` a group's: any of its armatures')."""
+    if entry is not None and "group" in entry:
+        return any(_moved(b, scene, ob) for ob, b in entry["group"])
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     return np.abs(adapter.placement.world_matrix(arm) - bound.placement[f]).max() > 1e-9
 
@@ -74,6 +101,10 @@ def _contacts_preview(scene, arm, bound, options):
 
 def _refresh_influence(scene, entry):
     """Re-read painted influence after an edit (vertex groups need a Python loop: not every frame)."""
+    if entry["influence_dirty"] and "group" in entry:
+        for c, (_, bound) in enumerate(entry["group"]):
+            entry["session"].set_influence(c, read_influence(scene, bound))
+        entry["influence_dirty"] = False
     if entry["influence_dirty"]:
         influence = read_influence(scene, entry["bound"])
         entry["session"].set_influence(influence)
@@ -98,6 +129,8 @@ def pose_frame(scene, depsgraph, arm):
     frames = entry["bound"].frames
     f = int(np.clip(scene.frame_current - frames[0], 0, len(frames) - 1))
     _refresh_influence(scene, entry)
+    if "group" in entry:
+        return _pose_group(entry, depsgraph, f)[0]
     bound, session = entry["bound"], entry["contacts"] or entry["session"]
     verts, _, counts = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
     bound.check_counts(counts)
@@ -107,14 +140,44 @@ def pose_frame(scene, depsgraph, arm):
         last_contacts.update({k: sum(o.status == k for o in c.outcomes) for k in ("valid", "repositioned",
                                                                                   "unresolved")},
                              seconds=c.seconds)
-    if not adapter.rig.pose_held(arm):
-        release()                                 # another armature's preview, before this one
-        adapter.rig.hold_pose(arm, bound.rig.names)
-        _held.append(arm)
+    _hold([(arm, bound)])
+    _set_pose(arm, bound, p, f)
+    return p
+
+
+def _pose_group(entry, depsgraph, f):
+    """Pose every armature of a group's entry at bound frame ``f``; their joints (list of (J,3))."""
+    verts, read = [], {}
+    for _, bound in entry["group"]:
+        key = tuple(part.name for part in bound.objects)             # partners share an environment
+        got = read.get(key)
+        if got is None:
+            got = read[key] = adapter.mesh.read_environment(depsgraph, bound.objects, triangles=False)
+        bound.check_counts(got[2])
+        verts.append(bound.into_bind(got[0], np.array([f])))
+    poses = entry["session"].pose(f, verts)
+    _hold(entry["group"])
+    for (ob, bound), p in zip(entry["group"], poses):
+        _set_pose(ob, bound, p, f)
+    return poses
+
+
+def _hold(group):
+    """Hold the armatures of ``group`` ((armature, Bound) pairs) for the preview, giving back
+    first what it held of others (another armature's preview, before this one)."""
+    if all(adapter.rig.pose_held(ob) for ob, _ in group):
+        return
+    release()
+    for ob, bound in group:
+        adapter.rig.hold_pose(ob, bound.rig.names)
+        _held.append(ob)
+
+
+def _set_pose(arm, bound, p, f):
+    """Pose ``arm``'s bound bones on the joints ``p`` (J,3) at bound frame ``f``."""
     watch = bound.outer_watch
     quats, locs, scales = bound.pose_now(p, f, adapter.rig.posed_matrices(arm, watch) if watch else None)
     adapter.rig.set_pose(arm, bound.rig, quats, locs, bound.keyed_locations, scales)
-    return p
 
 
 @persistent

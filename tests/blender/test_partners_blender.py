@@ -155,3 +155,72 @@ def test_a_pair_baked_with_contacts_repositioned_reports_both_characters_contact
     assert report["contacts"] and report["contact_counts"]["unresolved"] == 0
     assert [p["action"] for p in report["partners"]] == ["HoldPartner.adapted"]
     assert _hands(scene, lead, partner, frames).max() <= before.max() + 0.02
+
+
+def test_the_live_preview_of_a_pair_poses_both_and_gives_both_back():
+    # Live Preview on a character bound with a partner poses both at every frame: unedited,
+    # both sources; the partner grown 20 %, the hands still meet (as the bake has them); off,
+    # both play their actions again.
+    from blender_reldesc.viewport import live
+    scene, lead, partner, env = demo.build_pair_scene(frames=30)
+    frames = list(range(1, 31))
+    source = [heads_over_frames(scene, ob, frames) for ob in (lead, partner)]
+    gap = _hands(scene, lead, partner, frames)
+    assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
+    scene.frame_set(1)
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}
+    posed = [heads_over_frames(scene, ob, frames) for ob in (lead, partner)]     # played in order
+    for p, s in zip(posed, source):
+        assert np.abs(p - s).max() < 1e-4
+    assert adapter.rig.pose_held(lead) and adapter.rig.pose_held(partner) and live.last_error == ""
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}                 # off
+    demo.grow_armature(partner, 1.2)
+    grown = heads_over_frames(scene, partner, frames)
+    assert _hands(scene, lead, partner, frames).max() > 0.1                     # apart without the preview
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}
+    assert _hands(scene, lead, partner, frames).max() <= gap.max() + 0.02
+    posed = [heads_over_frames(scene, ob, frames) for ob in (lead, partner)]
+    assert live.last_error == "" and live.last_seconds < 0.5
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}                 # off: both given back
+    assert not adapter.rig.pose_held(lead) and not adapter.rig.pose_held(partner)
+    assert np.abs(heads_over_frames(scene, partner, frames) - grown).max() < 1e-6
+    assert np.abs(heads_over_frames(scene, lead, frames) - source[0]).max() < 1e-6
+    # The bake of the same edit: the preview within a few centimetres of it on every frame (3.5:
+    # the preview runs two rounds a frame, the bake five over the whole clip).
+    assert bpy.ops.reldesc.bake(armature="Lead") == {'FINISHED'}
+    baked = [heads_over_frames(scene, ob, frames) for ob in (lead, partner)]
+    worst = max(float(np.linalg.norm(p - b, axis=-1).max()) for p, b in zip(posed, baked))
+    print(f"pair live preview from the bake: {100 * worst:.2f} cm")
+    assert worst < 0.05
+
+
+def test_a_hug_baked_with_the_interaction_mesh_solves_both_in_one_mesh():
+    # The scene's solver set to Interaction Mesh: baking a character bound with a partner
+    # adapts both in one interaction mesh a frame (the hug, the partner grown 20 %): both
+    # adapted actions written, the sources untouched, every hand within 3 cm of its source
+    # distance to the back it holds; asking for re-positioned contacts says which solver can.
+    scene, lead, partner, env = demo.build_pair_scene(frames=30, hold="hug")
+    frames = [1, 15, 30]
+    names = [b.name for b in lead.data.bones]
+    holds = [("RightHand", "Spine1"), ("LeftHand", "Spine1")]
+
+    def distances():
+        a, b = heads_over_frames(scene, lead, frames), heads_over_frames(scene, partner, frames)
+        return np.array([np.linalg.norm(a[:, names.index(h)] - b[:, names.index(j)], axis=-1) for h, j in holds])
+    before = distances()
+    assert bpy.ops.reldesc.bind(armature="Lead", environment="Environment", partners="Partner") == {'FINISHED'}
+    sources = {n: fcurve_snapshot(bpy.data.actions[n]) for n in ("HoldLead", "HoldPartner")}
+    demo.grow_armature(partner, 1.2)
+    scene.reldesc.solver = 'INTERACTION_MESH'
+    scene.reldesc.reposition_contacts = True
+    with pytest.raises(RuntimeError, match="switch the solver to Descriptors"):
+        bpy.ops.reldesc.bake(armature="Lead")
+    assert lead.animation_data.action.name == "HoldLead"
+    scene.reldesc.reposition_contacts = False
+    assert bpy.ops.reldesc.bake(armature="Lead") == {'FINISHED'}
+    assert lead.animation_data.action.name == "HoldLead.adapted"
+    assert partner.animation_data.action.name == "HoldPartner.adapted"
+    for name, snap in sources.items():
+        now = fcurve_snapshot(bpy.data.actions[name])
+        assert all(np.array_equal(snap[k], now[k]) for k in snap)
+    assert np.abs(distances() - before).max() < 0.03

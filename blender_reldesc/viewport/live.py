@@ -81,7 +81,10 @@ def _moved(bound, scene, arm, entry=None):
     """Whether the armature's object matrix at the current frame is not the one ``bound`` read
     (with ``entry`` a group's: any of its armatures')."""
     if entry is not None and "group" in entry:
-        return any(_moved(b, scene, ob) for ob, b in entry["group"])
+        try:
+            return any(_moved(b, scene, ob) for ob, b in entry["group"])
+        except ReferenceError:                          # a partner removed: read the group again
+            return True
     f = int(np.clip(scene.frame_current - bound.frames[0], 0, len(bound.frames) - 1))
     return np.abs(adapter.placement.world_matrix(arm) - bound.placement[f]).max() > 1e-9
 
@@ -194,7 +197,9 @@ def on_frame_change(scene, depsgraph=None):
         if str(e) != last_error:
             print(f"reldesc live preview: {e}")
         last_error = str(e)
-        adapter.rig.release_pose(settings.armature)   # the rig plays its action while the preview cannot
+        release()                                     # the rigs play their actions while the preview cannot
+        if adapter.rig.pose_held(settings.armature):
+            adapter.rig.release_pose(settings.armature)
     last_seconds = time.perf_counter() - t0
 
 

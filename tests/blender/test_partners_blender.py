@@ -185,6 +185,18 @@ def test_the_live_preview_of_a_pair_poses_both_and_gives_both_back():
     assert not adapter.rig.pose_held(lead) and not adapter.rig.pose_held(partner)
     assert np.abs(heads_over_frames(scene, partner, frames) - grown).max() < 1e-6
     assert np.abs(heads_over_frames(scene, lead, frames) - source[0]).max() < 1e-6
+    # A partner removed while the preview is on: the message says so, the lead plays its action.
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}
+    scene.frame_set(5)
+    assert adapter.rig.pose_held(partner)
+    kept = partner.data
+    bpy.data.objects.remove(partner)
+    scene.frame_set(6)
+    assert "partner 'Partner' of 'Lead' is gone" in live.last_error and not adapter.rig.pose_held(lead)
+    assert bpy.ops.reldesc.live(armature="Lead") == {'FINISHED'}                 # off
+    partner = bpy.data.objects.new("Partner", kept)
+    scene.collection.objects.link(partner)
+    partner.animation_data_create().action = bpy.data.actions["HoldPartner"]
     # The bake of the same edit: the preview within a few centimetres of it on every frame (3.5:
     # the preview runs two rounds a frame, the bake five over the whole clip).
     assert bpy.ops.reldesc.bake(armature="Lead") == {'FINISHED'}

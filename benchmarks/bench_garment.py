@@ -4,6 +4,10 @@ against the plain adapt of the walk (the baseline, same run).
 
 Run with ``.venv/bin/python benchmarks/bench_garment.py [--frames 120]``.
 
+``--conventions`` (the bpy wheel): issue 37's cape and long coat on generated rigs of five
+conventions, parented with automatic weights, carried onto longer legs and over a raised floor
+through the operators; and the cape bound with Scale With Body.
+
 ``--real`` (the bpy wheel): issue 37's real-rig case instead, through the operators. The real
 in-place capture (``../shared/data/real/rigify_inplace_24fps.bvh``) imported as Blender imports a
 BVH, a floor under its lowest foot, a skirt made around its rest pose (``synthetic.skirt`` with
@@ -108,11 +112,65 @@ def real_rig(rings, around, length):
             f"| {100 * np.percentile(change, 99):.2f} | {100 * change.mean():.3f} | {rise:.1f} | {t_bake:.1f} |")
 
 
+def convention_rows(frames):
+    """``--conventions``: a cape and a long coat (``synthetic.cape`` / ``coat``) made at the rest
+    pose of a generated rig of each convention, parented with automatic weights, bound, carried
+    onto legs 15 % longer (thighs and shins) and over a floor raised 12 cm on the walk's way, through
+    the operators; and the cape bound with Scale With Body on the longer legs."""
+    import bpy
+    from blender_reldesc import adapter, demo
+    for convention in ("bvh", "mixamo", "rigify", "ue", "arbitrary"):
+        for garment, scale in (("cape", False), ("coat", False), ("cape", True)):
+            scene, arm, env, ob, name = demo.build_convention_garment_scene(convention, garment, frames=frames)
+            groups = len(ob.vertex_groups)
+            span = list(range(1, frames + 1))
+            assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+            assert bpy.ops.reldesc.bind_garment(armature="Walker", garment=ob.name, scale_with_body=scale) \
+                == {'FINISHED'}
+
+            def played():
+                return adapter.read_environment_frames(scene, [ob], span)[0]
+            source = played()
+            e = mesh_edges(np.array([list(p.vertices) for p in ob.data.polygons]))
+            then = np.linalg.norm(source[:, e[:, 1]] - source[:, e[:, 0]], axis=-1)
+            legs = (name("thigh.L"), name("shin.L"), name("thigh.R"), name("shin.R"))
+            edits = (("legs 15 % longer", lambda: demo.lengthen_legs(arm, 1.15, bones=legs)),)
+            if not scale:
+                edits += (("floor raised 12 cm", lambda: (demo.lengthen_legs(arm, 1.0 / 1.15, bones=legs),
+                                                          demo.raise_floor(bpy.data.objects["Floor"], (0.6, 0.1),
+                                                                           0.12, 0.5))),)
+            for label, edit in edits:
+                edit()
+                t0 = time.perf_counter()
+                assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+                dt = time.perf_counter() - t0
+                carried = played()
+                change = np.abs(np.linalg.norm(carried[:, e[:, 1]] - carried[:, e[:, 0]], axis=-1) / then - 1.0)
+                length = float(np.ptp(carried[..., 2], axis=1).mean() - np.ptp(source[..., 2], axis=1).mean())
+                print(f"| {convention} | {garment}{' (scale with body)' if scale else ''} | {len(ob.data.vertices)} "
+                      f"| {groups} | {label} | {100 * change.max():.1f} | {100 * np.percentile(change, 99):.2f} "
+                      f"| {100 * change.mean():.3f} | {100 * length:+.1f} | {dt:.1f} |", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--frames", type=int, default=120)
     ap.add_argument("--real", action="store_true", help="the real-rig case through the operators (the bpy wheel)")
+    ap.add_argument("--conventions", action="store_true",
+                    help="a cape and a long coat on rigs of five conventions, through the operators (the bpy wheel)")
     args = ap.parse_args(argv)
+    if args.conventions:
+        import blender_reldesc
+        blender_reldesc.register()
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+              f"{args.frames} frames of the generated walk on each rig, garments parented with automatic weights")
+        print()
+        print("| rig | garment | vertices | vertex groups | edit | edge-length change max (%) | 99th percentile (%) "
+              "| mean (%) | garment height change (cm) | bake s |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        convention_rows(args.frames)
+        sys.stdout.flush()
+        os._exit(0)
     if args.real:
         if not REAL.exists():
             sys.exit(f"needs {REAL}")

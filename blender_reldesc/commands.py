@@ -87,6 +87,9 @@ class Command:
 
 ARMATURE = _opt("--armature", required=True, help="armature object name")
 OUTPUT = _opt("-o", "--output", metavar="OUT.blend", help="save here instead of in place")
+SCALE_WITH_BODY = _opt("--scale-with-body", action="store_true",
+                       help="the garment follows the body's proportions (a cape on longer legs gets longer, as the "
+                            "paper carries it); default: it keeps its size")
 
 
 def _report(what):
@@ -107,8 +110,8 @@ def bind_job(scene, arm, environment, partners=(), body_height=0.0, radius_facto
     return BindJob(scene, arm, environment, body_height, radius_factor, warn=warn, bone_set=bone_set)
 
 
-def bind_garment(scene, arm, garment):
-    return feature("garment").bind_garment(scene, arm, garment)
+def bind_garment(scene, arm, garment, scale_with_body=False):
+    return feature("garment").bind_garment(scene, arm, garment, scale_with_body)
 
 
 def _garment_line(report, arm):
@@ -120,7 +123,7 @@ def _run_bind(args, scene, arm, warn, progress):
         if not args.garment:
             raise CommandError("give --environment (the collection to bind with), or --garment for an armature "
                                "already bound")
-        report = bind_garment(scene, arm, args.garment)
+        report = bind_garment(scene, arm, args.garment, args.scale_with_body)
         return report, _garment_line(report, arm)
     bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
     report = bind_job(scene, arm, args.environment, args.partners, args.body_height, args.radius_factor, warn,
@@ -131,14 +134,14 @@ def _run_bind(args, scene, arm, warn, progress):
         from .jobs import save_binding_file
         save_binding_file(arm, args.save_binding)
     if args.garment:
-        g = bind_garment(scene, arm, args.garment)
+        g = bind_garment(scene, arm, args.garment, args.scale_with_body)
         report["garment"] = g
         line += "\n" + _garment_line(g, arm)
     return report, line
 
 
 def _run_bind_garment(args, scene, arm, warn, progress):
-    report = bind_garment(scene, arm, args.garment)
+    report = bind_garment(scene, arm, args.garment, args.scale_with_body)
     return report, _garment_line(report, arm)
 
 
@@ -224,6 +227,7 @@ COMMANDS = {c.name: c for c in (
                                    "given, for an armature already bound)"),
         _opt("--garment", metavar="MESH", help="also carry this mesh with the armature in every bake (a point cache "
                                                "and a Mesh Cache modifier)"),
+        SCALE_WITH_BODY,
         _opt("--body-height", type=float, default=0.0, help="character height (default: measured)"),
         _opt("--radius-factor", type=float, default=0.5, help="descriptor spacing factor (Eq. 7: 0.5)"),
         _opt("--bones", default="deform", metavar="deform|all|COLLECTION",
@@ -260,7 +264,8 @@ COMMANDS = {c.name: c for c in (
              help="assign the adapted action (default) or add it as an NLA track above the source")),
         _run_bake, "reldesc.bake"),
     Command("bind-garment", "carry a mesh (a skirt, a cape) with a bound armature in every bake", (
-        ARMATURE, _opt("--garment", required=True, metavar="MESH", help="the garment's mesh object"), OUTPUT),
+        ARMATURE, _opt("--garment", required=True, metavar="MESH", help="the garment's mesh object"), SCALE_WITH_BODY,
+        OUTPUT),
         _run_bind_garment, "reldesc.bind_garment"),
     Command("detect-contacts", "find the contact phases of the bound motion and check them against the "
                                "environment now (stored for the Contacts panel)", (

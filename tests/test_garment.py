@@ -184,3 +184,30 @@ def test_a_fine_garment_bound_with_the_environment_keeps_every_vertex_over_it():
     out = carry_garment(g, motion, environment=floor.with_vertices(floor.vertices + [0.0, 0.0, 0.02]))
     assert (out[..., 2] - 0.02).min() >= 0.0099
     np.testing.assert_allclose(carry_garment(g, motion, environment=floor), verts, atol=1e-9)
+
+
+@pytest.mark.parametrize("controls", [0, 100])
+def test_a_garment_scaled_with_the_body_grows_with_its_bones_and_otherwise_keeps_its_size(controls):
+    # keep_size=False is the paper's carrying: a skirt on thighs and shins 15 % longer hangs
+    # longer (its hem lower against its waist), its edges stretched along the legs by at most
+    # their bones' 15 %; kept at its size (the default), its length and edges stay. Vertex by
+    # vertex and through controls alike; an unchanged body gives the same garment either way.
+    sk, motion = S.walk(40)
+    verts, tris = S.skirt(sk, motion, rings=12, around=24, length=0.55)
+    g = bind_garment(sk, motion, verts, tris, controls=controls)
+    mesh = TriMesh(*S.grid(30.0, 4.0, 60, 8, origin=(-5.0, -2.0)))
+    L = sk.bone_lengths(motion).mean(axis=0)
+    legs = {n: 1.15 * L[sk.index(n)] for n in ("LeftUpLeg", "LeftLeg", "RightUpLeg", "RightLeg")}
+    longer = adapt(bind(sk, motion, mesh), mesh, bone_lengths=legs).positions
+    e = mesh_edges(tris)
+    then = np.linalg.norm(verts[:, e[:, 1]] - verts[:, e[:, 0]], axis=-1)
+
+    def length(x):                                      # waist ring to hem ring, mean height
+        return float(np.mean(x[:, :24, 2] - x[:, -24:, 2]))
+    kept, scaled = carry_garment(g, longer), carry_garment(g, longer, keep_size=False)
+    change = [np.linalg.norm(x[:, e[:, 1]] - x[:, e[:, 0]], axis=-1) / then - 1.0 for x in (kept, scaled)]
+    assert abs(length(kept) - length(verts)) < 0.005
+    assert length(scaled) - length(verts) > 0.03
+    assert np.abs(change[0]).max() < 0.05
+    assert np.median(change[1]) > 0.0 and change[1].max() < 0.15 + 0.03
+    np.testing.assert_allclose(carry_garment(g, motion, keep_size=False), carry_garment(g, motion), atol=1e-9)

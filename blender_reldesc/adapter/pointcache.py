@@ -49,10 +49,41 @@ def source_vertices(scene, arm, source, frames, garment):
     return verts, tris
 
 
-def cache_path(garment):
-    """Beside the .blend (the temporary folder for an unsaved file)."""
+def skinned_to(garment, arm):
+    """Whether ``garment`` plays through ``arm``'s bones (an Armature modifier on it, or parented
+    to one of its bones)."""
+    if garment.parent == arm and garment.parent_type == 'BONE':
+        return True
+    return any(m.type == 'ARMATURE' and m.object == arm for m in garment.modifiers)
+
+
+def data_digest(garment):
+    """A digest of the garment's own data: its vertices, vertex group weights and shape keys (what
+    an edit of the garment itself changes)."""
+    import hashlib
+    import numpy as np
+    me = garment.data
+    h = hashlib.blake2b(digest_size=16)
+    co = np.empty(len(me.vertices) * 3, np.float32)
+    me.vertices.foreach_get("co", co)
+    h.update(co.tobytes())
+    for v in me.vertices:
+        for g in v.groups:
+            h.update(np.array([v.index, g.group, g.weight], np.float32).tobytes())
+    h.update("|".join(g.name for g in garment.vertex_groups).encode())
+    if me.shape_keys is not None:
+        for key in me.shape_keys.key_blocks:
+            kc = np.empty(len(key.data) * 3, np.float32)
+            key.data.foreach_get("co", kc)
+            h.update(key.name.encode() + kc.tobytes())
+    return h.hexdigest()
+
+
+def cache_path(garment, kind=""):
+    """Beside the .blend (the temporary folder for an unsaved file); ``kind`` "source": the
+    garment's source as bound (``jobs.garment``), else the carried garment the bake writes."""
     folder = bpy.path.abspath("//") if bpy.data.filepath else tempfile.gettempdir()
-    return os.path.join(folder, f"{bpy.path.clean_name(garment.name)}.reldesc.pc2")
+    return os.path.join(folder, f"{bpy.path.clean_name(garment.name)}.reldesc{'.' + kind if kind else ''}.pc2")
 
 
 def show_cache(garment, path, frame_start):

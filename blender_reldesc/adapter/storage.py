@@ -145,13 +145,29 @@ LIVE_MUTED_KEY = "_reldesc_live_muted"
 
 
 
-def add_garment(arm, name):
-    """Record mesh ``name`` as a garment of ``arm``; the names after."""
+def add_garment(arm, name, record=None):
+    """Record mesh ``name`` as a garment of ``arm``, with ``record``: how it is carried (``jobs.
+    garment``: where its source as bound is kept, whether it scales with the body); the names
+    after."""
     names = garment_names(arm)
     if name not in names:
         names.append(name)
     arm.data[GARMENTS_KEY] = names
+    if record is not None:
+        kept = garment_records(arm)
+        kept[name] = dict(record)
+        arm.data[GARMENT_RECORDS_KEY] = json.dumps(kept)
     return names
+
+
+#: How each garment is carried ({name: {"path", "digest", "binding", "scale_with_body"}}, JSON),
+#: on the armature data beside the garments' names.
+GARMENT_RECORDS_KEY = "_reldesc_garment_records"
+
+
+def garment_records(arm):
+    """{garment name: its record} of ``arm``'s garments bound with one (``add_garment``)."""
+    return json.loads(arm.data.get(GARMENT_RECORDS_KEY, "{}"))
 
 
 #: The contact rows of the last detection, re-positioning or bake (JSON), on the armature object,

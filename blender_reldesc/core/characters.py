@@ -204,11 +204,24 @@ class Partners:
         return got
 
 
+#: A root joint with one child more than this far from it (a share of the body's extent) is a
+#: root on the floor (Unreal's ``root`` under the pelvis), not a body part: no capsule.
+FLOOR_ROOT = 0.3
+
+
 def _bones(skeleton, motion):
-    """(B,2) the bones of non-zero length (parent, child)."""
+    """(B,2) the bones of non-zero length (parent, child), but a floor-level root's bone (its
+    capsule ran from the floor up through the pelvis: a cape skinned to a UE rig, carried onto
+    longer legs, followed it and stretched 11 %)."""
     bones = skeleton.bones
     length = skeleton.bone_lengths(motion).mean(axis=0)
-    return bones[length[bones[:, 1]] > 1e-6 * max(float(length.max(initial=0.0)), 1e-300)]
+    keep = length[bones[:, 1]] > 1e-6 * max(float(length.max(initial=0.0)), 1e-300)
+    extent = float(np.median(np.ptp(motion, axis=1).max(axis=-1))) if motion.size else 0.0     # the body's size
+    parents = np.asarray(skeleton.parents)
+    for k, (p, c) in enumerate(bones.tolist()):
+        if parents[p] < 0 and len(skeleton.children(p)) == 1 and length[c] > FLOOR_ROOT * extent:
+            keep[k] = False
+    return bones[keep]
 
 
 def bind_partners(bindings, radii=None):

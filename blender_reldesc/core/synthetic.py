@@ -1119,6 +1119,71 @@ def on_convention(convention, motion):
     return sk, out, name
 
 
+def rest_joints(skeleton, offsets, root=(0.0, 0.0, 0.0)):
+    """(J,3) the rest positions of a skeleton given as offsets from each joint's parent
+    (``humanoid``'s, ``convention_rig``'s), the roots at ``root`` plus their offset."""
+    rest = np.zeros((len(skeleton), 3))
+    for j in skeleton.order.tolist():
+        p = int(skeleton.parents[j])
+        rest[j] = offsets[j] + (rest[p] if p >= 0 else np.asarray(root, float))
+    return rest
+
+
+def _grid_triangles(rows, columns, closed=False):
+    """(T,3) the triangles of a grid of ``rows`` x ``columns`` vertices (row-major), its columns
+    joined round (a tube) when ``closed``."""
+    tris = []
+    for r in range(rows - 1):
+        for k in range(columns if closed else columns - 1):
+            i0, i1 = r * columns + k, r * columns + (k + 1) % columns
+            tris += [[i0, i1, i1 + columns], [i0, i1 + columns, i0 + columns]]
+    return np.array(tris, np.int64)
+
+
+def cape(skeleton, rest, name, rings=12, across=14):
+    """A cape at the rest pose of a humanoid facing +x (left +y): from the shoulders down the
+    back to just below the knees, 10-16 cm behind the spine, bulging out at its middle and
+    flaring 40 % wider at the hem. ``rest`` (J,3) the rest joints of ``skeleton``, ``name(role)``
+    its joint of a ``convention_rig`` role (``on_convention``'s). Returns ``vertices (V,3), triangles (T,3)`` (an open
+    sheet of ``rings`` x ``across`` vertices)."""
+    at = lambda role: rest[skeleton.index(name(role))]      # noqa: E731
+    left, right, neck = at("upperarm.L"), at("upperarm.R"), at("neck")
+    knee = 0.5 * (at("shin.L") + at("shin.R"))
+    top, bottom = left[2] + 0.03, knee[2] - 0.05
+    half = 0.5 * abs(left[1] - right[1]) + 0.05
+    middle = 0.5 * (left[1] + right[1])
+    u = np.linspace(-1.0, 1.0, across)[None, :]
+    v = np.linspace(0.0, 1.0, rings)[:, None]
+    x = neck[0] - (0.10 + 0.06 * v) - 0.04 * (1.0 - u ** 2)
+    y = middle + u * half * (1.0 + 0.4 * v)
+    z = top - (top - bottom) * v + 0.0 * u
+    verts = np.stack(np.broadcast_arrays(x, y, z), axis=-1).reshape(-1, 3)
+    return verts, _grid_triangles(rings, across)
+
+
+def coat(skeleton, rest, name, rings=16, around=24):
+    """A long sleeveless coat at the rest pose of a humanoid facing +x: a tube round the trunk
+    from the shoulders to the middle of the shins, between the trunk and the hanging arms (14 cm
+    to each side, 12 cm deep) down to 10 cm below the wrists, flaring below to 24 cm by 20 (the
+    legs swing inside). ``skeleton``, ``rest``, ``name``: as ``cape``'s. Returns ``vertices (V,3), triangles (T,3)``
+    (an open tube of ``rings`` x ``around`` vertices)."""
+    at = lambda role: rest[skeleton.index(name(role))]      # noqa: E731
+    hips = at("hips")
+    top = at("upperarm.L")[2] - 0.02
+    bottom = 0.5 * (at("shin.L")[2] + at("foot.L")[2])
+    z = np.linspace(top, bottom, rings)[:, None]
+    # Flared below the fingertips (the hands hang outside it), not from the hips.
+    tips = min(at("hand.L")[2], at("hand.R")[2]) - 0.1
+    below = np.clip((tips - z) / max(tips - bottom, 1e-9), 0.0, 1.0)
+    half = 0.14 + 0.10 * below
+    depth = 0.12 + 0.08 * below
+    a = 2.0 * np.pi * np.arange(around)[None, :] / around
+    x = hips[0] + depth * np.cos(a)
+    y = hips[1] + half * np.sin(a)
+    verts = np.stack(np.broadcast_arrays(x, y, z + 0.0 * a), axis=-1).reshape(-1, 3)
+    return verts, _grid_triangles(rings, around, closed=True)
+
+
 def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5, joints=None):
     """A skirt following a humanoid's pelvis: ``vertices (F,V,3), triangles (T,3)``. ``rings``
     rings of ``around`` vertices from the waist (radius ``waist``, 5 cm above the hips joint)

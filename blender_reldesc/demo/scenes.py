@@ -253,6 +253,83 @@ def lengthen_legs(arm, factor, bones=("LeftUpLeg", "LeftLeg", "RightUpLeg", "Rig
     bpy.ops.object.mode_set(mode='OBJECT')
 
 
+def build_skeleton_armature(skeleton, rest, name="Walker", roles=None, collection=None):
+    """An armature of ``skeleton`` at the rest joints ``rest`` (J,3): one bone per joint that has
+    children, its tail at its main child (the trunk's child where ``roles`` (``convention_rig``'s)
+    name one, else the first that is not a twist leaf), connected where it starts at its parent's
+    tail."""
+    trunk = {"spine", "chest", "chest2", "neck", "head", "head_end"}
+    arm_data = bpy.data.armatures.new(name)
+    arm = bpy.data.objects.new(name, arm_data)
+    (collection or bpy.context.scene.collection).objects.link(arm)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode='EDIT')
+    bones = {}
+    for j in skeleton.order.tolist():
+        kids = skeleton.children(j).tolist()
+        if not kids:
+            continue
+        if roles is not None:
+            main = next((k for k in kids if roles[k] in trunk), None)
+            if main is None:
+                main = next((k for k in kids if roles[k] != "twist"), kids[0])
+        else:
+            main = kids[0]
+        eb = arm_data.edit_bones.new(skeleton.names[j])
+        eb.head, eb.tail = rest[j], rest[main]
+        if np.linalg.norm(rest[main] - rest[j]) < 1e-4:           # a zero-length joint (Rigify's pelvis)
+            eb.tail = rest[j] + np.array([0.0, 0.0, 0.05])
+        p = skeleton.parents[j]
+        if p >= 0:
+            eb.parent = bones[skeleton.names[p]]
+            eb.use_connect = bool(np.allclose(bones[skeleton.names[p]].tail, eb.head))
+        bones[skeleton.names[j]] = eb
+    bpy.ops.object.mode_set(mode='OBJECT')
+    for pb in arm.pose.bones:
+        pb.rotation_mode = 'QUATERNION'
+    return arm
+
+
+def raise_floor(ob, centre, height=0.1, radius=0.6):
+    """Raise mesh ``ob``'s vertices by a smooth bump ``height`` high at ``centre`` (x, y),
+    ``radius`` wide (a Gaussian), as a sculpt would."""
+    me = ob.data
+    co = np.empty(len(me.vertices) * 3, np.float64)
+    me.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    r2 = ((co[:, :2] - np.asarray(centre, float)[None]) ** 2).sum(axis=1)
+    co[:, 2] += height * np.exp(-r2 / radius ** 2)
+    me.vertices.foreach_set("co", co.ravel())
+    me.update()
+
+
+def build_convention_garment_scene(convention="bvh", garment="cape", frames=40):
+    """Fresh scene: a rig of ``convention`` (``synthetic.convention_rig``) named 'Walker' walking
+    (action 'Walk': the generated walk carried onto it, ``synthetic.on_convention``) on 'Floor' in
+    'Environment', wearing ``garment`` ("cape" or "coat": ``synthetic.cape`` / ``coat`` made at
+    its rest pose) parented to it with Blender's automatic weights. Returns ``(scene, arm, env,
+    garment object, name)``, ``name(role)`` the rig's bone of a role."""
+    scene, env = _empty_scene(frames)
+    sk, off, roles = S.convention_rig(convention)
+    rest = S.rest_joints(sk, off)
+    _, walk = S.walk(frames)
+    sk, motion, name = S.on_convention(convention, walk)
+    x = motion[:, 0, 0]
+    mesh_object("Floor", *S.grid(x.max() - x.min() + 4.0, 4.0, 60, 12, origin=(x.min() - 2.0, -2.0)), env)
+    arm = build_skeleton_armature(sk, rest, "Walker", roles)
+    animate_walk(arm, frames, name="Walk", walk=(sk, motion))
+    make = {"cape": S.cape, "coat": S.coat}[garment]
+    verts, tris = make(sk, rest, name)
+    ob = mesh_object(garment.capitalize(), verts, tris, scene.collection)
+    bpy.ops.object.select_all(action='DESELECT')
+    ob.select_set(True)
+    arm.select_set(True)
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.parent_set(type='ARMATURE_AUTO')
+    scene.frame_set(1)
+    return scene, arm, env, ob, name
+
+
 def curve_object(name, points, collection):
     """A poly curve through ``points`` (P,3), linked into ``collection``."""
     data = bpy.data.curves.new(name, 'CURVE')

@@ -1,7 +1,7 @@
 """Garments: a mesh carried with a bound armature into every bake (``jobs.garment``)."""
 
 import bpy
-from bpy.props import StringProperty
+from bpy.props import BoolProperty, StringProperty
 
 from ..core.errors import RelDescError
 from ..optional import feature
@@ -18,6 +18,9 @@ class RELDESC_OT_bind_garment(_Target, bpy.types.Operator):
 
     garment: StringProperty(name="Garment", default="", options={'SKIP_SAVE'},
                             description="The garment's mesh object (default: the active object, if a mesh)")
+    scale_with_body: BoolProperty(name="Scale With Body", default=False,
+                                  description="The garment follows the body's proportions (a cape on longer legs "
+                                              "gets longer, as the paper carries it); off, it keeps its size")
 
     def execute(self, context):
         arm = self.armature_or_report(context)
@@ -28,7 +31,7 @@ class RELDESC_OT_bind_garment(_Target, bpy.types.Operator):
             name = context.active_object.name
         try:
             with live.paused():                      # its motion is read as the rig plays
-                report = feature("garment").bind_garment(context.scene, arm, name)
+                report = feature("garment").bind_garment(context.scene, arm, name, self.scale_with_body)
         except RelDescError as e:
             self.report({'ERROR'}, str(e))
             return {'CANCELLED'}

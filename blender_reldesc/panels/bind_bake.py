@@ -60,7 +60,9 @@ class RELDESC_PT_main(bpy.types.Panel):
             worn = adapter.storage.garment_names(arm)
             if worn:
                 box.label(text="Garments: " + ", ".join(worn), icon='MOD_CLOTH')
-            box.operator("reldesc.bind_garment", icon='MOD_CLOTH')
+            row = box.row(align=True)
+            row.operator("reldesc.bind_garment", icon='MOD_CLOTH')
+            row.operator("reldesc.bind_garment", text="Scale With Body").scale_with_body = True
             status = adapter.bound.binding_status(meta, arm)
             box.label(text=status.message, icon='CHECKMARK' if status.ok else 'ERROR')
             note = placement_note(meta, arm, status)

@@ -109,6 +109,7 @@ class _Layout:
 
     def operator(self, idname, **kw):
         self.log.append(("operator", idname))
+        return type("OperatorProperties", (), {})()      # a button's properties, set by the panel
 
     def __getattr__(self, name):                  # prop, prop_search: recorded as nothing
         if name in ("box", "row", "column"):

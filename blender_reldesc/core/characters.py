@@ -28,6 +28,10 @@ Product decision: the paper re-projects the partner descriptors inside each fram
 iterations; here each round solves whole clips one character after the other (block
 Gauss-Seidel over characters), so each character keeps the whole single-character pipeline
 (joint limits, hinges, collisions, exact bone lengths, the batched solver).
+
+``PartnersLiveSession`` runs the rounds frame by frame for a live preview (two a frame), and
+``adapt_partners(solver="interaction_mesh")`` solves the whole group in one interaction mesh
+instead (``adaptation.adapt_group_interaction_mesh``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pathlib
 import platform
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -154,6 +155,11 @@ def _measure(sk, name, out, more, src, holds, moved, scale):
         tilt=[float(np.mean(tilt(P[c]) - tilt(src[c]))) for c in range(2)])
 
 
+def _overlap(skel, pa, pb, partners, scale):
+    """``capsule_overlap`` of two poses with the partners' radii (the second's scaled by ``scale``)."""
+    return capsule_overlap(skel, pa, pb, partners.radii[0], scale * partners.radii[1])
+
+
 def _edit(kind, v, sk, b, crouched):
     """``adapt_partners`` arguments of an edit (the partner scaled, lowered or crouching), the
     partner's scale and the characters whose feet are measured."""
@@ -199,9 +205,8 @@ def scenes(frames, repeat):
                                                        **kw), repeat)
                 more = adapt_partners([ba, bb], mesh, partners, whole_body=whole, rounds=8, **kw)
                 m = _measure(skel, S.humanoid_joint, out, more, [a, b], HOLDS[hold], moved, rb)
-                before = capsule_overlap(skel, a, b, partners.radii[0], partners.radii[1])
-                after = capsule_overlap(skel, out[0].positions, out[1].positions, partners.radii[0],
-                                        rb * partners.radii[1])
+                before, after = _overlap(skel, a, b, partners, 1.0), _overlap(skel, out[0].positions,
+                                                                             out[1].positions, partners, rb)
                 print(f"| {label} | {edit} | {'yes' if whole else 'no'} | {100 * m['holds']:.2f} | {100 * before:.1f} -> "
                       f"{100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} | {100 * m['hips']:.1f} "
                       f"| {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {', '.join(f'{100 * x:.1f}' for x in changes)} "
@@ -214,6 +219,20 @@ SCENES = (("collar tie", "wrestle", 0.45, ("scaled 0.8", "scaled 1.2")),
           ("hand on shoulder", "shoulder", 0.5, ("lowered 0.2", "crouching 0.4")))
 
 
+def _scene_edits(frames, mesh):
+    """Each of ``SCENES``' edits, bound on ``mesh``: ``(label, hold, edit, skel, (a, b), (ba, bb),
+    partners, adapt_partners arguments, the partner's scale, the characters whose feet count)``."""
+    for label, hold, apart, edits in SCENES:
+        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
+        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
+        partners = bind_partners([ba, bb])
+        for edit in edits:
+            kind, v = edit.split()
+            v = float(v)
+            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
+            yield (label, hold, edit, skel, (a, b), (ba, bb), partners) + _edit(kind, v, skel, b, crouched)
+
+
 def solvers(frames, repeat):
     """The scenes adapted by the descriptors' rounds and by the interaction mesh with both
     characters in one tetrahedralisation (``adapt_partners(solver=...)``), side by side."""
@@ -224,34 +243,25 @@ def solvers(frames, repeat):
     print("| scene | edit | solver | holds: worst change (cm) | capsule overlap source -> now (cm) "
           "| toes / ankles (cm) | hips over the feet (cm) | trunk tilt vs source (deg, A / B) | pair frames/s |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for label, hold, apart, edits in SCENES:
-        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
-        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-        partners = bind_partners([ba, bb])
-        for edit in edits:
-            kind, v = edit.split()
-            v = float(v)
-            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
-            kw, rb, moved = _edit(kind, v, skel, b, crouched)
-            for solver in ("descriptors", "interaction_mesh"):
-                dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, solver=solver, **kw), repeat)
-                m = _measure(skel, S.humanoid_joint, out, out, [a, b], HOLDS[hold], moved, rb)
-                before = capsule_overlap(skel, a, b, partners.radii[0], partners.radii[1])
-                after = capsule_overlap(skel, out[0].positions, out[1].positions, partners.radii[0],
-                                        rb * partners.radii[1])
-                print(f"| {label} | {edit} | {solver.replace('_', ' ')} | {100 * m['holds']:.2f} "
-                      f"| {100 * before:.1f} -> {100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} "
-                      f"| {100 * m['hips']:.1f} | {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {frames / dt:.0f} |")
+    for label, hold, edit, skel, (a, b), (ba, bb), partners, kw, rb, moved in _scene_edits(frames, mesh):
+        for solver in ("descriptors", "interaction_mesh"):
+            dt, out = timed(lambda: adapt_partners([ba, bb], mesh, partners, solver=solver, **kw), repeat)
+            m = _measure(skel, S.humanoid_joint, out, out, [a, b], HOLDS[hold], moved, rb)
+            before, after = _overlap(skel, a, b, partners, 1.0), _overlap(skel, out[0].positions,
+                                                                         out[1].positions, partners, rb)
+            print(f"| {label} | {edit} | {solver.replace('_', ' ')} | {100 * m['holds']:.2f} "
+                  f"| {100 * before:.1f} -> {100 * after:.1f} | {100 * m['toes']:.2f} / {100 * m['ankles']:.2f} "
+                  f"| {100 * m['hips']:.1f} | {m['tilt'][0]:+.1f} / {m['tilt'][1]:+.1f} | {frames / dt:.0f} |")
 
 
 def _play(session, frames, vertices):
-    """Play ``session`` frame after frame: ``(poses per character (F,J,3), seconds per frame (F,))``."""
+    """Play ``session`` frame after frame: ``(what each frame's pose gave, seconds per frame (F,))``."""
     out, seconds = [], []
     for f in range(frames):
         t0 = time.perf_counter()
         out.append(session.pose(f, vertices))
         seconds.append(time.perf_counter() - t0)
-    return [np.array([o[c] for o in out]) for c in range(len(out[0]))], np.array(seconds)
+    return out, np.array(seconds)
 
 
 def live(frames, repeat, extra=""):
@@ -268,51 +278,35 @@ def live(frames, repeat, extra=""):
           "| ms a jump | holds: worst change, live / bake (cm) | capsule overlap source -> live / bake (cm) "
           "| live from bake: worst joint, median frame (cm) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for label, hold, apart, edits in SCENES:
-        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
-        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-        partners = bind_partners([ba, bb])
-        for edit in edits:
-            kind, v = edit.split()
-            v = float(v)
-            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
-            kw, rb, moved = _edit(kind, v, skel, b, crouched)
-            bake = adapt_partners([ba, bb], mesh, partners, **kw)
-            m_bake = _measure(skel, S.humanoid_joint, bake, bake, [a, b], HOLDS[hold], moved, rb)
-            overlap = [capsule_overlap(skel, p, q, partners.radii[0], rb * partners.radii[1])
-                       for p, q in ((a, b), (bake[0].positions, bake[1].positions))]
-            one = kw.get("bone_lengths", [None, None])[1]
-            base = np.median([np.median(_play(LiveSession(bb, bone_lengths=one), frames, mesh.vertices)[1][1:])
-                              for _ in range(repeat)])
-            for windows in schedules:
-                plays = [_play(PartnersLiveSession([ba, bb], partners, windows=windows, **kw), frames, mesh.vertices)
-                         for _ in range(repeat)]
-                poses, seconds = plays[-1]
-                played = np.median([np.median(t[1:]) for _, t in plays])
-                p95 = np.median([np.percentile(t[1:], 95) for _, t in plays])
-                jumps = []
-                for _ in range(repeat):
-                    session = PartnersLiveSession([ba, bb], partners, windows=windows, **kw)
-                    t0 = time.perf_counter()
-                    session.pose(frames // 2, mesh.vertices)
-                    jumps.append(time.perf_counter() - t0)
-                got = [_Result(p) for p in poses]
-                m = _measure(skel, S.humanoid_joint, got, got, [a, b], HOLDS[hold], moved, rb)
-                after = capsule_overlap(skel, poses[0], poses[1], partners.radii[0], rb * partners.radii[1])
-                d = np.max([np.linalg.norm(p - r.positions, axis=-1) for p, r in zip(poses, bake)], axis=0)
-                name = "N, 0.25 (default)" if windows is None else ", ".join("N" if w is None else f"{w:g}"
-                                                                           for w in windows)
-                print(f"| {label} | {edit} | {name} | {1e3 * played:.1f} / {1e3 * p95:.1f} | {1e3 * base:.1f} "
-                      f"| {1e3 * np.median(jumps):.0f} | {100 * m['holds']:.2f} / {100 * m_bake['holds']:.2f} "
-                      f"| {100 * overlap[0]:.1f} -> {100 * after:.1f} / {100 * overlap[1]:.1f} "
-                      f"| {100 * d.max():.1f}, {100 * np.median(d.max(axis=1)):.1f} |")
-
-
-class _Result:
-    """The ``positions`` of a pose played live, as ``_measure`` reads an ``AdaptResult``."""
-
-    def __init__(self, positions):
-        self.positions = positions
+    for label, hold, edit, skel, (a, b), (ba, bb), partners, kw, rb, moved in _scene_edits(frames, mesh):
+        bake = adapt_partners([ba, bb], mesh, partners, **kw)
+        m_bake = _measure(skel, S.humanoid_joint, bake, bake, [a, b], HOLDS[hold], moved, rb)
+        overlap = [_overlap(skel, p, q, partners, rb) for p, q in ((a, b), (bake[0].positions, bake[1].positions))]
+        one = kw.get("bone_lengths", [None, None])[1]
+        base = np.median([np.median(_play(LiveSession(bb, bone_lengths=one), frames, mesh.vertices)[1][1:])
+                          for _ in range(repeat)])
+        for windows in schedules:
+            plays = [_play(PartnersLiveSession([ba, bb], partners, windows=windows, **kw), frames, mesh.vertices)
+                     for _ in range(repeat)]
+            poses = [np.array([o[c] for o in plays[-1][0]]) for c in range(2)]
+            played = np.median([np.median(t[1:]) for _, t in plays])
+            p95 = np.median([np.percentile(t[1:], 95) for _, t in plays])
+            jumps = []
+            for _ in range(repeat):
+                session = PartnersLiveSession([ba, bb], partners, windows=windows, **kw)
+                t0 = time.perf_counter()
+                session.pose(frames // 2, mesh.vertices)
+                jumps.append(time.perf_counter() - t0)
+            got = [SimpleNamespace(positions=p) for p in poses]           # as _measure reads a result
+            m = _measure(skel, S.humanoid_joint, got, got, [a, b], HOLDS[hold], moved, rb)
+            after = _overlap(skel, poses[0], poses[1], partners, rb)
+            d = np.max([np.linalg.norm(p - r.positions, axis=-1) for p, r in zip(poses, bake)], axis=0)
+            name = "N, 0.25 (default)" if windows is None else ", ".join("N" if w is None else f"{w:g}"
+                                                                       for w in windows)
+            print(f"| {label} | {edit} | {name} | {1e3 * played:.1f} / {1e3 * p95:.1f} | {1e3 * base:.1f} "
+                  f"| {1e3 * np.median(jumps):.0f} | {100 * m['holds']:.2f} / {100 * m_bake['holds']:.2f} "
+                  f"| {100 * overlap[0]:.1f} -> {100 * after:.1f} / {100 * overlap[1]:.1f} "
+                  f"| {100 * d.max():.1f}, {100 * np.median(d.max(axis=1)):.1f} |")
 
 
 def conventions(frames, repeat):

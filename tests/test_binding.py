@@ -406,3 +406,24 @@ def test_the_samplers_shortcuts_change_no_descriptor(monkeypatch):
         for slow in results[1:]:
             np.testing.assert_array_equal(fast, slow)
         assert counts[0] < counts[1] < counts[2]            # each shortcut decided candidates
+
+
+def test_targets_set_again_on_a_frame_measure_only_what_moved_and_agree_with_a_fresh_set():
+    # A pair's live rounds set a frame's targets again with some joints moved: the joints that
+    # did not move keep their measure, the moved ones are measured again; the pushes are those
+    # of targets set once.
+    from blender_reldesc.core.adaptation import Collisions
+    mesh = TriMesh(*S.grid(2, 2, 8, 8, origin=(-1, -1)))
+    rng = np.random.default_rng(3)
+    first = rng.uniform(-0.8, 0.8, (1, 12, 3)) * [1.0, 1.0, 0.1]
+    second = first.copy()
+    second[0, [2, 5, 7], 2] -= 0.08                   # three targets moved, two of them under the floor
+    again, fresh = Collisions(mesh, body_height=1.7, frames=4), Collisions(mesh, body_height=1.7, frames=4)
+    again.set_targets([2], first)
+    before = again._sd[2].copy()
+    again.set_targets([2], second)
+    assert not np.array_equal(before, again._sd[2])                  # the moved ones were measured again
+    fresh.set_targets([2], second)
+    np.testing.assert_array_equal(again._sd[2], fresh._sd[2])
+    poses = rng.uniform(-0.8, 0.8, (1, 12, 3)) * [1.0, 1.0, 0.1]
+    np.testing.assert_array_equal(again(poses.copy(), [2]), fresh(poses.copy(), [2]))

@@ -3,10 +3,12 @@ a written PC2 cache back."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
 import bpy
+import numpy as np
 
 from .actions import armature_slot, assign
 from .mesh import read_environment_frames
@@ -60,16 +62,13 @@ def skinned_to(garment, arm):
 def data_digest(garment):
     """A digest of the garment's own data: its vertices, vertex group weights and shape keys (what
     an edit of the garment itself changes)."""
-    import hashlib
-    import numpy as np
     me = garment.data
     h = hashlib.blake2b(digest_size=16)
     co = np.empty(len(me.vertices) * 3, np.float32)
     me.vertices.foreach_get("co", co)
     h.update(co.tobytes())
-    for v in me.vertices:
-        for g in v.groups:
-            h.update(np.array([v.index, g.group, g.weight], np.float32).tobytes())
+    weights = [(v.index, g.group, g.weight) for v in me.vertices for g in v.groups]
+    h.update(np.array(weights, np.float32).tobytes())
     h.update("|".join(g.name for g in garment.vertex_groups).encode())
     if me.shape_keys is not None:
         for key in me.shape_keys.key_blocks:

@@ -906,8 +906,8 @@ class PartnersLiveSession:
         self.window, self.static_steps = window, static_steps
         self._warpers = [s.rig.warper() for s in self.sessions]
         # The rounds before the last only place the partners for the next: fewer sweeps and no
-        # collisions (the collar tie's and the hug's holds within 0.2 mm of the full rounds',
-        # 10-15 % of a frame's time saved).
+        # collisions (the collar tie's and the hug's holds within 2 mm of the full rounds', about
+        # a tenth of a frame's time saved).
         self._quick = [s.rig.warper(final_iterations=C.CONSTRAINT_ITERATIONS) for s in self.sessions]
         self._solved = {}          # frame -> per character (solved, target, finished)
         self._edits = None
@@ -946,19 +946,18 @@ class PartnersLiveSession:
         ``prev``: the frame before's (None at frame 0, or ``warm``: a jump's first frame, settled
         from its targets)."""
         at, frames = slice(f, f + 1), np.array([f])
-        env = [s.targets(mesh, frames) for s, (mesh, _) in zip(self.sessions, envs)]
-        # The rounds start from the frame before's last round moved as the environment's targets
-        # move (the source's own step where nothing changed), else from those targets.
-        if prev is not None:
-            before = [s.targets(mesh, frames - 1)[0] for s, (mesh, _) in zip(self.sessions, envs)]
-            current = [(p + (t - t0)[0])[None] for (p, _, _), (t, _), t0 in zip(prev, env, before)]
-        else:
-            current = [t.copy() for t, _ in env]
-        state = [None] * len(self.sessions)
-        for c, pose in enumerate(self.poses):
+        n = len(self.sessions)
+        env, current, state = [None] * n, [None] * n, [None] * n
+        for c, (s, (mesh, _), pose) in enumerate(zip(self.sessions, envs, self.poses)):
             if pose is not None:                                 # given: the others follow it
                 current[c] = pose[at]
                 state[c] = (pose[f], pose[f], np.zeros(len(pose[f]), bool))
+                continue
+            env[c] = s.targets(mesh, frames)
+            # The rounds start from the frame before's result moved as the environment's targets
+            # move (the source's own step where nothing changed), else from those targets.
+            current[c] = env[c][0].copy() if prev is None else \
+                (prev[c][0] + env[c][0][0] - s.targets(mesh, frames - 1)[0][0])[None]
         for r, window in enumerate(self.windows):
             for c, s in enumerate(self.sessions):
                 if self.poses[c] is not None:

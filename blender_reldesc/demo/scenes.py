@@ -16,40 +16,17 @@ BEAM_X = 3.0
 
 def _rest_joints():
     skel, offsets = S.humanoid()
-    pos = np.zeros((len(skel), 3))
-    for j in skel.order:
-        p = skel.parents[j]
-        pos[j] = offsets[j] + (pos[p] if p >= 0 else [0.0, 0.0, S.HIP_HEIGHT])
-    return skel, pos
+    return skel, S.rest_joints(skel, offsets, root=(0.0, 0.0, S.HIP_HEIGHT))
 
 
 def build_armature(name="Walker", collection=None):
     """A humanoid armature: one bone per joint that has children, tail at its
     first child (its spine child for the pelvis and chest)."""
     skel, rest = _rest_joints()
-    arm_data = bpy.data.armatures.new(name)
-    arm = bpy.data.objects.new(name, arm_data)
-    (collection or bpy.context.scene.collection).objects.link(arm)
-    bpy.context.view_layer.objects.active = arm
-    bpy.ops.object.mode_set(mode='EDIT')
-    bones = {}
-    for j in skel.order.tolist():
-        kids = skel.children(j).tolist()
-        if not kids:
-            continue
-        name_j = skel.names[j]
-        main = next((k for k in kids if skel.names[k].startswith(("Spine", "Neck"))), kids[0])
-        eb = arm_data.edit_bones.new(name_j)
-        eb.head, eb.tail = rest[j], rest[main]
-        p = skel.parents[j]
-        if p >= 0:
-            eb.parent = bones[skel.names[p]]
-            eb.use_connect = bool(np.allclose(bones[skel.names[p]].tail, eb.head))
-        bones[name_j] = eb
-    bpy.ops.object.mode_set(mode='OBJECT')
-    for pb in arm.pose.bones:
-        pb.rotation_mode = 'QUATERNION'
-    return arm
+
+    def main(kids):
+        return next((k for k in kids if skel.names[k].startswith(("Spine", "Neck"))), kids[0])
+    return build_skeleton_armature(skel, rest, name, main, collection)
 
 
 def animate_walk(arm, frames, start=1, name="Walk", walk=None):
@@ -253,12 +230,10 @@ def lengthen_legs(arm, factor, bones=("LeftUpLeg", "LeftLeg", "RightUpLeg", "Rig
     bpy.ops.object.mode_set(mode='OBJECT')
 
 
-def build_skeleton_armature(skeleton, rest, name="Walker", roles=None, collection=None):
+def build_skeleton_armature(skeleton, rest, name="Walker", main=None, collection=None):
     """An armature of ``skeleton`` at the rest joints ``rest`` (J,3): one bone per joint that has
-    children, its tail at its main child (the trunk's child where ``roles`` (``convention_rig``'s)
-    name one, else the first that is not a twist leaf), connected where it starts at its parent's
-    tail."""
-    trunk = {"spine", "chest", "chest2", "neck", "head", "head_end"}
+    children, its tail at its main child (``main(children)``, default the first; a zero-length
+    joint's bone, as Rigify's pelvis, 5 cm up), connected where it starts at its parent's tail."""
     arm_data = bpy.data.armatures.new(name)
     arm = bpy.data.objects.new(name, arm_data)
     (collection or bpy.context.scene.collection).objects.link(arm)
@@ -269,15 +244,10 @@ def build_skeleton_armature(skeleton, rest, name="Walker", roles=None, collectio
         kids = skeleton.children(j).tolist()
         if not kids:
             continue
-        if roles is not None:
-            main = next((k for k in kids if roles[k] in trunk), None)
-            if main is None:
-                main = next((k for k in kids if roles[k] != "twist"), kids[0])
-        else:
-            main = kids[0]
+        child = kids[0] if main is None else main(kids)
         eb = arm_data.edit_bones.new(skeleton.names[j])
-        eb.head, eb.tail = rest[j], rest[main]
-        if np.linalg.norm(rest[main] - rest[j]) < 1e-4:           # a zero-length joint (Rigify's pelvis)
+        eb.head, eb.tail = rest[j], rest[child]
+        if np.linalg.norm(rest[child] - rest[j]) < 1e-4:
             eb.tail = rest[j] + np.array([0.0, 0.0, 0.05])
         p = skeleton.parents[j]
         if p >= 0:
@@ -316,7 +286,12 @@ def build_convention_garment_scene(convention="bvh", garment="cape", frames=40):
     sk, motion, name = S.on_convention(convention, walk)
     x = motion[:, 0, 0]
     mesh_object("Floor", *S.grid(x.max() - x.min() + 4.0, 4.0, 60, 12, origin=(x.min() - 2.0, -2.0)), env)
-    arm = build_skeleton_armature(sk, rest, "Walker", roles)
+    trunk = {"spine", "chest", "chest2", "neck", "head", "head_end"}
+
+    def main(kids):                     # the trunk's child, else the first that is not a twist leaf
+        ranked = sorted(kids, key=lambda k: (roles[k] not in trunk, roles[k] == "twist"))
+        return ranked[0]
+    arm = build_skeleton_armature(sk, rest, "Walker", main)
     animate_walk(arm, frames, name="Walk", walk=(sk, motion))
     make = {"cape": S.cape, "coat": S.coat}[garment]
     verts, tris = make(sk, rest, name)

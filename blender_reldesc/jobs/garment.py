@@ -65,9 +65,12 @@ def _read(scene, arm, bound, source, garment):
     the edited bones (a cape on thighs 15 % longer, through Blender's automatic weights: edges
     19 % longer before anything is carried); its source is then the one Bind Garment kept
     (``_kept_source``)."""
-    verts, tris = adapter.pointcache.source_vertices(scene, arm, source, bound.frames, garment)
-    if bound.changed_bones and adapter.pointcache.skinned_to(garment, arm):
-        verts = _kept_source(arm, bound, garment, verts.shape)
+    kept = bool(bound.changed_bones) and adapter.pointcache.skinned_to(garment, arm)
+    # Where its kept source is carried, one frame tells the garment's triangles and vertex count.
+    verts, tris = adapter.pointcache.source_vertices(scene, arm, source, bound.frames[:1] if kept else bound.frames,
+                                                     garment)
+    if kept:
+        verts = _kept_source(arm, bound, garment, (len(bound.frames),) + verts.shape[1:])
     # Where the character was bound: the garment goes with the armature (moved with its set since
     # Bind, the binding's world is the bind-time one; scaled, the body it fits is the bound one).
     elif bound.carry is not None or bound.object_scale != 1.0:

@@ -44,16 +44,26 @@ def group_of(scene, arm, bound):
     carries it. Raises ``SceneError`` where a partner is gone or was bound with other frames."""
     arms, bounds = [arm], [bound]
     for name in bound.meta.get("partners") or []:
-        ob = adapter.scene.find_object(name)
-        if ob is None or ob.type != 'ARMATURE':
-            raise SceneError(f"partner '{name}' of '{arm.name}' is gone: re-bind without it, or bring it back")
+        ob = _partner(name, arm)
         other = Bound(ob, scene)
         other.use_carry(bound.carry)
-        if len(other.frames) != len(bound.frames):
-            raise SceneError(f"partner '{name}' was bound with other frames than '{arm.name}': re-bind them together")
+        _same_frames(name, other, arm, bound)
         arms.append(ob)
         bounds.append(other)
     return arms, bounds
+
+
+def _partner(name, arm):
+    """The armature of ``arm``'s partner ``name``; SceneError when it is gone."""
+    ob = adapter.scene.find_object(name)
+    if ob is None or ob.type != 'ARMATURE':
+        raise SceneError(f"partner '{name}' of '{arm.name}' is gone: re-bind without it, or bring it back")
+    return ob
+
+
+def _same_frames(name, other, arm, bound):
+    if len(other.frames) != len(bound.frames):
+        raise SceneError(f"partner '{name}' was bound with other frames than '{arm.name}': re-bind them together")
 
 
 def live_session(arms, bounds, options):
@@ -123,9 +133,7 @@ class PartnerStage:
         names = job.bound.meta.get("partners") or []
         self.jobs = [job]
         for name in names:
-            ob = adapter.scene.find_object(name)
-            if ob is None or ob.type != 'ARMATURE':
-                raise SceneError(f"partner '{name}' of '{job.arm.name}' is gone: re-bind without it, or bring it back")
+            ob = _partner(name, job.arm)
             other = BakeJob(job.scene, ob, warn=job.warn, reposition_contacts=job.reposition_contacts,
                             options=job.options, solver="descriptors")
             other.in_group = True                       # its own partners are this group: not read again
@@ -134,10 +142,14 @@ class PartnerStage:
                 other.read()
             except SceneError as e:
                 raise SceneError(f"partner '{name}': {e}") from None
-            if len(other.bound.frames) != len(job.bound.frames):
-                raise SceneError(f"partner '{name}' was bound with other frames than '{job.arm.name}': re-bind "
-                                 "them together")
+            _same_frames(name, other.bound, job.arm, job.bound)
             self.jobs.append(other)
+        # The interaction mesh solves the group in one go: no last round to re-position contacts in.
+        asked = [j.name for j in self.jobs if j.reposition_contacts]
+        if job.solver == "interaction_mesh" and asked:
+            raise SceneError(f"'{asked[0]}': contacts are re-positioned with the Descriptors solver only when "
+                             "partners are baked together: switch the solver to Descriptors, or turn "
+                             "Re-position Contacts off")
         # The bodies' thickness now, read here on the main thread: the compute runs on a worker
         # thread, where Blender's data must not be touched.
         self.measured = [adapter.skin.measure_radii(j.arm, j.bound.binding.skeleton) for j in self.jobs]
@@ -154,11 +166,6 @@ class PartnerStage:
         if job.solver == "interaction_mesh":
             # Every character's joints in one interaction mesh a frame: no rounds, so no last
             # round to check contacts in.
-            asked = [j.name for j in group if j.reposition_contacts]
-            if asked:
-                raise SceneError(f"'{asked[0]}': contacts are re-positioned with the Descriptors solver only when "
-                                 "partners are baked together: switch the solver to Descriptors, or turn "
-                                 "Re-position Contacts off")
             job.warn("partners baked with the interaction-mesh solver: contacts not checked")
             results = adapt_partners(bindings, [j.mesh for j in group], relations, bone_lengths=[j.bone_lengths
                                                                                                  for j in group],

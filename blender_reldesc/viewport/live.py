@@ -44,15 +44,13 @@ def session_for(arm, scene=None):
     entry = _sessions.get(key)
     if entry is not None and scene is not None and _moved(entry["bound"], scene, arm, entry):
         entry = None                                    # the armature moved: read where it is now
-    if entry is None and scene is not None:
-        bound = Bound(arm, scene)
-        if bound.meta.get("partners"):
-            entry = _sessions[key] = _group_entry(scene, arm, bound)
-            return entry
-    if entry is None:
-        bound = Bound(arm, scene)
-        overrides, hinges = bone_controls(bound)
-        options = dict(affinity_override=overrides, bone_lengths=bound.new_lengths, hinges=hinges)
+    if entry is not None:
+        return entry
+    bound = Bound(arm, scene)
+    if bound.meta.get("partners") and scene is not None:
+        entry = _sessions[key] = _group_entry(scene, arm, bound)
+    else:
+        options = _options(bound)
         entry = {"bound": bound, "influence_dirty": True, "session": LiveSession(bound.binding, **options),
                  "contacts": None}
         settings = getattr(scene, "reldesc", None) if scene is not None else None
@@ -63,15 +61,18 @@ def session_for(arm, scene=None):
     return entry
 
 
+def _options(bound):
+    """A character's adapt options for the preview: its per-bone controls and bone lengths now."""
+    overrides, hinges = bone_controls(bound)
+    return dict(affinity_override=overrides, bone_lengths=bound.new_lengths, hinges=hinges)
+
+
 def _group_entry(scene, arm, bound):
     """The cache entry of a character bound with partners: its group (``entry["group"]``:
     (armature, Bound) pairs, ``arm`` first) and their ``PartnersLiveSession``."""
     partners = feature("partners")
     arms, bounds = partners.group_of(scene, arm, bound)
-    options = []
-    for b in bounds:
-        overrides, hinges = bone_controls(b)
-        options.append(dict(affinity_override=overrides, bone_lengths=b.new_lengths, hinges=hinges))
+    options = [_options(b) for b in bounds]
     return {"bound": bound, "influence_dirty": True, "session": partners.live_session(arms, bounds, options),
             "contacts": None, "group": list(zip(arms, bounds)),
             "watched": set().union(*(p.watched() for b in bounds for p in b.objects))}

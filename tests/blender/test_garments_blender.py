@@ -8,7 +8,7 @@ bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core.garment import mesh_edges, read_pc2  # noqa: E402
-from blender_helpers import evaluated_vertices  # noqa: E402
+from blender_helpers import evaluated_vertices, fcurve_snapshot  # noqa: E402
 
 
 def test_a_skirt_is_carried_onto_longer_legs(tmp_path):
@@ -214,3 +214,30 @@ def test_a_cape_and_a_long_coat_hold_their_shape_on_a_rig_of_every_convention(co
         assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
         assert _edges_change(source, played(), ob).max() < 0.10, (garment, "floor")
         np.testing.assert_array_equal(np.array([v.co[:] for v in ob.data.vertices]), rest)
+
+
+def test_a_garment_bound_without_a_kept_source_is_refused_on_lengthened_bones_and_nothing_is_lost(tmp_path):
+    # A file from before the kept source (its record gone), the legs lengthened since Bind: the
+    # skinned skirt playing now is stretched by them, so the bake refuses, saying what to do; the
+    # earlier bake's action and point cache, and the source action, are as they were.
+    scene, arm, skirt, env = demo.build_garment_scene(frames=12)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "old.blend"))
+    assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}
+    path = bpy.path.abspath(skirt.modifiers[adapter.pointcache.MODIFIER].filepath)
+    cache = read_pc2(path)[0]
+    actions = {n: fcurve_snapshot(bpy.data.actions[n]) for n in ("Walk", "Walk.adapted")}
+    del arm.data[adapter.storage.GARMENT_RECORDS_KEY]
+    demo.lengthen_legs(arm, 1.15)
+    with pytest.raises(RuntimeError, match="source as bound was not kept"):
+        bpy.ops.reldesc.bake(armature="Walker")
+    np.testing.assert_array_equal(read_pc2(path)[0], cache)
+    for name, snap in actions.items():
+        now = fcurve_snapshot(bpy.data.actions[name])
+        assert snap.keys() == now.keys() and all(np.array_equal(snap[k], now[k]) for k in snap)
+    # Bound again with the bones as bound, the garment is carried.
+    demo.lengthen_legs(arm, 1.0 / 1.15)
+    assert bpy.ops.reldesc.bind_garment(armature="Walker", garment="Skirt") == {'FINISHED'}
+    demo.lengthen_legs(arm, 1.15)
+    assert bpy.ops.reldesc.bake(armature="Walker") == {'FINISHED'}

@@ -12,6 +12,14 @@ from scipy.spatial.transform import Rotation
 
 def read_bvh(path, scale=1.0, y_up=True, max_frames=None):
     """Return ``names, parents, positions (F,J,3), fps``; Z-up output when ``y_up``."""
+    clip = read_bvh_clip(path, scale, y_up, max_frames)
+    return clip["names"], clip["parents"], clip["positions"], clip["fps"]
+
+
+def read_bvh_clip(path, scale=1.0, y_up=True, max_frames=None):
+    """``read_bvh`` with the rest pose and the bones' rotations: a dict of ``names``, ``parents``,
+    ``positions`` (F,J,3), ``rest`` (J,3) (every channel at zero, the root at its first frame's
+    place), ``turns`` (F,J,3,3) each joint's world rotation from that rest, ``fps``."""
     with open(path) as fh:
         tokens = fh.read().split()
     names, parents, offsets, channels = [], [], [], []
@@ -74,7 +82,15 @@ def read_bvh(path, scale=1.0, y_up=True, max_frames=None):
         else:
             pos[:, j] = pos[:, p] + np.einsum("fij,fj->fi", world_rot[:, p], local_t)
             world_rot[:, j] = world_rot[:, p] @ rot
-    pos *= scale
+    rest = np.zeros((J, 3))
+    for j in range(J):
+        rest[j] = pos[0, 0] if parents[j] < 0 else rest[parents[j]] + offsets[j]
+    pos, rest = pos * scale, rest * scale
     if y_up:
-        pos = np.stack([pos[..., 0], -pos[..., 2], pos[..., 1]], axis=-1)
-    return names, np.asarray(parents), pos, 1.0 / frame_time
+        def up(v):
+            return np.stack([v[..., 0], -v[..., 2], v[..., 1]], axis=-1)
+        pos, rest = up(pos), up(rest)
+        C = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+        world_rot = C @ world_rot @ C.T
+    return dict(names=names, parents=np.asarray(parents), positions=pos, rest=rest, turns=world_rot,
+                fps=1.0 / frame_time)

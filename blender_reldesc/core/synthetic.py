@@ -1222,3 +1222,42 @@ def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5
             i0, i1 = r * around + k, r * around + (k + 1) % around
             tris += [[i0, i1, i1 + around], [i0, i1 + around, i0 + around]]
     return verts, np.array(tris, np.int64)
+
+
+def convention_rest(convention="bvh", legs=1.0, arms="down", scale=1.0):
+    """``(skeleton, rest (J,3))`` of a ``convention_rig`` standing on z = 0, for retargeting:
+    thighs and shins ``legs`` times as long (the feet below them as they are), the arms hanging
+    (``"down"``, the rig's own rest) or held out sideways (``"T"``: a T-pose), everything times
+    ``scale``."""
+    sk, off, roles = convention_rig(convention)
+    off = off.copy()
+    for j, r in enumerate(roles):
+        base = r.split(".")[0]
+        parent_role = roles[sk.parents[j]].split(".")[0] if sk.parents[j] >= 0 else ""
+        if base in ("shin", "foot") or (r == "twist" and parent_role in ("thigh", "shin")):
+            off[j] *= legs
+    if arms == "T":
+        for j, r in enumerate(roles):
+            p = sk.parents[j]
+            inside = p >= 0 and (roles[p].split(".")[0] in ("upperarm", "forearm", "hand") or
+                                 roles[p] in ("twist", "finger"))
+            if inside and not roles[p].startswith("clavicle"):
+                side = 1.0 if roles[j].endswith(".L") or off[j][1] > 0 or _arm_side(sk, roles, j) > 0 else -1.0
+                x, y, z = off[j]
+                off[j] = (x, side * abs(z) + (y if abs(y) > abs(z) else 0.0), 0.0 if abs(z) > abs(y) else z)
+    elif arms != "down":
+        raise ValueError(f"arms must be 'down' or 'T', not '{arms}'")
+    rest = rest_joints(sk, off)
+    rest[:, 2] -= rest[:, 2].min()
+    return sk, rest * scale
+
+
+def _arm_side(skeleton, roles, j):
+    """+1 for a joint in the left arm, -1 in the right (by its limb's role)."""
+    while j >= 0:
+        if roles[j].endswith(".L"):
+            return 1.0
+        if roles[j].endswith(".R"):
+            return -1.0
+        j = int(skeleton.parents[j])
+    return 0.0

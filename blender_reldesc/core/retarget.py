@@ -645,7 +645,8 @@ def floor_height(skeleton, motion, roles):
     return float(np.min(np.asarray(motion)[:, feet, 2]))
 
 
-def transfer(source, source_rest, source_motion, target, target_rest, bone_map, source_turns=None, floor=None):
+def transfer(source, source_rest, source_motion, target, target_rest, bone_map, source_turns=None, floor=None,
+             lower=1.0):
     """The source motion on the target skeleton, with the source's proportions.
 
     Returns ``(positions (F,Jt,3), turns (F,Jt,3,3))``: every mapped target joint at its source
@@ -653,13 +654,20 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     target bone ``j`` from its rest (its direction towards its one child met exactly).
     ``source_turns`` (F,Js,3,3): the source bones' turns from their rest, twist included (a
     Blender armature's); default recovered from the positions. ``floor``: the source floor's
-    height (an unmapped root stands on it); default the lowest the feet reach.
+    height (an unmapped root stands on it); default the lowest the feet reach. ``lower``: the
+    hips' height above the floor is multiplied by it, the body above them with them, the legs
+    between in proportion (the stride scaled with the legs' ratio: a shorter character's hips are
+    lower); the feet stay.
     """
     source_rest, target_rest = np.asarray(source_rest, float), np.asarray(target_rest, float)
     motion = np.asarray(source_motion, float)
     F = len(motion)
     bones = bone_map.bones
     bone_map.check(source, target)
+    if source.names == target.names and np.array_equal(source.parents, target.parents) and \
+            np.allclose(source_rest, target_rest, rtol=0.0, atol=1e-9 * max(1.0, float(np.ptp(source_rest)))):
+        # The same skeleton: the motion as it is (a retarget onto a copy of the source rig).
+        return motion.copy(), reference_pose(source, source_rest, motion, source_turns)[1]
     source_rest, source_turns = reference_pose(source, source_rest, motion, source_turns)
     align = _alignments(source, source_rest, target, target_rest, bones)
     if floor is None:
@@ -667,7 +675,10 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     Jt = len(target)
     pos = np.zeros((F, Jt, 3))
     turns = np.tile(np.eye(3), (F, Jt, 1, 1))
-    target_floor = float(np.min(target_rest[:, 2]))
+    try:
+        ground = target_floor(target, target_rest, find_roles(target, target_rest)[0])
+    except InputError:
+        ground = float(np.min(target_rest[:, 2]))
     plan = _plan(target, target_rest, bones)
     for j, kind, a, d, fraction in plan:
         p = int(target.parents[j])
@@ -686,11 +697,13 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
         elif kind == "root":
             sd = source.index(bones[target.names[d]])
             pos[:, j, :2] = motion[:, sd, :2] + (target_rest[j, :2] - target_rest[d, :2])
-            pos[:, j, 2] = floor + (target_rest[j, 2] - target_floor)
+            pos[:, j, 2] = floor + (target_rest[j, 2] - ground)
             turns[:, j] = _yaw(source_turns[:, sd] @ align[d].T)
         else:
             pos[:, j] = target_rest[j]
-    _stand_feet(source, source_rest, source_turns, target, target_rest, bones, pos, turns, plan)
+    _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan)
+    if lower != 1.0:
+        _lower(target, target_rest, pos, floor, lower)
     # Each bone with one child points at it: the direction the positions give (a chain with
     # more or fewer joints than the source's bends where the source's does).
     kids = _children(target)
@@ -707,9 +720,56 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     return pos, turns
 
 
-def _stand_feet(source, source_rest, source_turns, target, target_rest, bones, pos, turns, plan):
+def _lower(target, target_rest, pos, floor, ratio):
+    """The hips' height above ``floor`` times ``ratio`` on every frame, what hangs above them moved
+    with them, the leg joints by their rest height between ankle and hip, the feet not at all. In
+    place on ``pos``."""
+    try:
+        roles = find_roles(target, target_rest)[0]
+    except InputError:
+        return
+    hips = roles["hips"]
+    kids = _children(target)
+    weight = np.ones(len(target))
+    for side in SIDES:
+        ankle = roles["foot" + side]
+        weight[ankle] = 0.0
+        weight[_subtree(kids, ankle)] = 0.0
+        chain = _path(target, roles["thigh" + side], ankle) or []
+        top, bottom = target_rest[roles["thigh" + side], 2], target_rest[ankle, 2]
+        for j in chain[:-1]:
+            weight[j] = np.clip((target_rest[j, 2] - bottom) / max(top - bottom, 1e-9), 0.0, 1.0)
+    dz = (ratio - 1.0) * (pos[:, hips, 2] - floor)
+    pos[..., 2] += dz[:, None] * weight[None]
+
+
+def _subtree(kids, j):
+    out, stack = [], list(kids[j])
+    while stack:
+        k = stack.pop()
+        out.append(k)
+        stack.extend(kids[k])
+    return out
+
+
+def target_floor(target, target_rest, roles):
+    """The floor under a rest pose: its feet's lowest joint (not a root bone that sits elsewhere)."""
+    kids = _children(target)
+    feet = [j for side in SIDES if "foot" + side in roles
+            for j in [roles["foot" + side]] + _subtree(kids, roles["foot" + side])]
+    return float(target_rest[feet, 2].min()) if feet else float(target_rest[:, 2].min())
+
+
+def standing_height(motion, joints, floor):
+    """(K,) how high ``joints`` stand above the floor at ``floor`` when a foot is down: the 5th
+    percentile of their heights over the clip (a reference pose may have a foot lifted)."""
+    return np.percentile(np.asarray(motion)[:, joints, 2] - floor, 5, axis=0)
+
+
+def _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan):
     """Each target foot on the ground by its own sole: the ankle where the source's is, raised or
-    lowered by how much higher the target's ankle stands above its floor than the source's; the
+    lowered by how much higher the target's ankle stands above its floor than the source's
+    (``standing_height``); the
     foot's bones turned from the target's standing rest as the source's turn from its standing
     reference (not swung onto the source's directions: a foot flat on the floor in both stays
     flat, whatever the angle of its bone), with the target's own lengths, so a longer or shorter
@@ -721,12 +781,12 @@ def _stand_feet(source, source_rest, source_turns, target, target_rest, bones, p
     except InputError:
         return
     kind = {j: k for j, k, _, _, _ in plan}
-    s_floor, t_floor = float(source_rest[:, 2].min()), float(target_rest[:, 2].min())
+    t_floor = target_floor(target, target_rest, t_roles)
     for side in SIDES:
         s_ankle, t_ankle = s_roles.get("foot" + side), t_roles.get("foot" + side)
         if s_ankle is None or t_ankle is None or bones.get(target.names[t_ankle]) != source.names[s_ankle]:
             continue
-        lift = (target_rest[t_ankle, 2] - t_floor) - (source_rest[s_ankle, 2] - s_floor)
+        lift = (target_rest[t_ankle, 2] - t_floor) - standing_height(motion, [s_ankle], floor)[0]
         pos[:, t_ankle, 2] += lift
         # The feet's headings differ by the source reference's heading: turned about Z alone.
         s_tip = _leaves_below(_children(source), s_ankle)
@@ -849,9 +909,10 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     s_roles = find_roles(source, source_rest, None, source_name)[0]
     t_roles = find_roles(target, target_rest, None, target_name)[0]
     floor_z = floor_height(source, motion, s_roles)
-    positions, turns = transfer(source, source_rest, motion, target, target_rest, bone_map, source_turns, floor_z)
     ratio = leg_length(target, target_rest, t_roles) / leg_length(source, source_rest, s_roles)
     scaled = stride == "scaled" or (stride == "auto" and mesh is None)
+    positions, turns = transfer(source, source_rest, motion, target, target_rest, bone_map, source_turns, floor_z,
+                                lower=1.0)
     from .descriptors import measure_body_height
     floor = None
     if mesh is None:
@@ -874,12 +935,37 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     lengths[same] = np.nan
     lengths = None if np.all(np.isnan(lengths)) else lengths
     adapted = adapt(binding, now, bone_lengths=lengths, progress=progress, **adapt_options)
+    final = adapted.positions
     if plant and (lengths is not None or now is not mesh):
         pins = _stance_pins(binding, positions, adapted.positions, t_roles, fps)
         if pins is not None:
             adapted = adapt(binding, now, bone_lengths=lengths, pins=pins, progress=progress, **adapt_options)
-    return RetargetResult(adapted.positions, positions, turns, bone_map, floor,
-                          ratio if scaled else 1.0, adapted, binding)
+            # A pin the leg cannot reach leaves its bones stretched: the bones as the keys will
+            # play them (each from its parent, along the adapted direction, its own length).
+            final = played(target, adapted.positions, binding.skeleton.bone_lengths(positions),
+                           None if lengths is None else lengths)
+    return RetargetResult(final, positions, turns, bone_map, floor, ratio if scaled else 1.0, adapted, binding)
+
+
+def played(skeleton, positions, source_lengths, lengths=None):
+    """(F,J,3) ``positions`` with every bone its length (``lengths`` (J,) where given and not NaN,
+    with the per-frame variation of ``source_lengths`` (F,J) as ``adapt`` keeps it; else the
+    source's): each joint from its parent along the direction ``positions`` give, parents first."""
+    F = len(positions)
+    want = np.array(source_lengths, float)
+    if lengths is not None:
+        mean = want.mean(axis=0)
+        set_ = np.isfinite(lengths) & (mean > 0)
+        want[:, set_] *= (lengths[set_] / mean[set_])[None]
+    out = np.array(positions, float)
+    for j in skeleton.order.tolist():
+        p = int(skeleton.parents[j])
+        if p < 0:
+            continue
+        d = positions[:, j] - positions[:, p]
+        n = np.linalg.norm(d, axis=-1, keepdims=True)
+        out[:, j] = out[:, p] + np.where(n > 1e-12, d / np.maximum(n, 1e-12), 0.0) * want[:, j:j + 1]
+    return out
 
 
 def _stance_pins(binding, transferred, positions, roles, fps):
@@ -933,7 +1019,7 @@ def naive(source, source_rest, source_motion, target, target_rest, bone_map, sou
     above = _ancestors(target, ht)
     for j in above:                                       # a root above the hips stays on the floor under them
         out[:, j, :2] = out[:, ht, :2] + (target_rest[j, :2] - target_rest[ht, :2])
-        out[:, j, 2] = floor_z + target_rest[j, 2] - target_rest[:, 2].min()
+        out[:, j, 2] = floor_z + target_rest[j, 2] - target_floor(target, target_rest, t_roles)
     for j in target.order.tolist():
         p = int(target.parents[j])
         if j != ht and j not in above:
@@ -966,8 +1052,8 @@ def measure(source, source_rest, source_motion, target, target_rest, positions, 
 
     Returns a dict: ``pose_similarity`` (mean cosine between mapped bones' directions, source vs
     target), ``planted_within`` (fraction of stance samples whose height above the ground changed
-    by less than ``tolerance`` from the source's, each joint's height counted from its own
-    standing pose), ``stance_slide`` and ``source_stance_slide`` (mean horizontal speed of those
+    by less than ``tolerance`` from the source's, each joint's height counted from where it stands:
+    ``standing_height`` for the source, the rest for the target), ``stance_slide`` and ``source_stance_slide`` (mean horizontal speed of those
     samples, units per second), ``stance_samples``.
     """
     source_rest, target_rest = np.asarray(source_rest, float), np.asarray(target_rest, float)
@@ -1008,8 +1094,8 @@ def measure(source, source_rest, source_motion, target, target_rest, positions, 
         for ph in detect_contacts(bind(source, motion, flat), effectors=names, fps=fps):
             if ph.name in names:
                 phases[ph.start:ph.end + 1, names.index(ph.name)] = True
-    s_h = above(ground, motion[:, sf]) - (source_rest[sf, 2] - source_rest[:, 2].min())
-    t_h = above(ground_now, positions[:, tf]) - (target_rest[tf, 2] - target_rest[:, 2].min())
+    s_h = above(ground, motion[:, sf]) - standing_height(motion, sf, floor_z)
+    t_h = above(ground_now, positions[:, tf]) - (target_rest[tf, 2] - target_floor(target, target_rest, t_roles))
     err = np.abs(t_h - s_h)[phases]
     speed_t = np.linalg.norm(np.diff(positions[:, tf, :2], axis=0), axis=-1) * fps
     speed_s = np.linalg.norm(np.diff(motion[:, sf, :2], axis=0), axis=-1) * fps

@@ -1248,7 +1248,11 @@ def convention_rest(convention="bvh", legs=1.0, arms="down", scale=1.0):
     elif arms != "down":
         raise ValueError(f"arms must be 'down' or 'T', not '{arms}'")
     rest = rest_joints(sk, off)
-    rest[:, 2] -= rest[:, 2].min()
+    body = [j for j, r in enumerate(roles) if r != "root"]
+    rest[:, 2] -= rest[body, 2].min()
+    for j, r in enumerate(roles):
+        if r == "root":                                  # Unreal's root stays on the floor
+            rest[j, 2] = 0.0
     return sk, rest * scale
 
 
@@ -1261,3 +1265,18 @@ def _arm_side(skeleton, roles, j):
             return -1.0
         j = int(skeleton.parents[j])
     return 0.0
+
+
+def convention_clip(convention, motion):
+    """``(skeleton, rest (J,3), motion (F,J,3))``: a humanoid motion on a ``convention`` rig
+    (``on_convention``) with the rest a capture of it would have: the rig's rest directions, the
+    motion's own bone lengths, standing on z = 0 (as a retarget's source)."""
+    sk, off, _ = convention_rig(convention)
+    _, moved, _ = on_convention(convention, motion)
+    lengths = np.median(sk.bone_lengths(moved), axis=0)
+    norm = np.linalg.norm(off, axis=1)
+    scaled = np.where(norm[:, None] > 0, off / np.maximum(norm, 1e-12)[:, None] * lengths[:, None], off)
+    scaled[sk.parents < 0] = off[sk.parents < 0]
+    rest = rest_joints(sk, scaled)
+    rest[:, 2] -= rest[:, 2].min()
+    return sk, rest, moved

@@ -646,7 +646,7 @@ def floor_height(skeleton, motion, roles):
 
 
 def transfer(source, source_rest, source_motion, target, target_rest, bone_map, source_turns=None, floor=None,
-             lower=1.0):
+             legs=None):
     """The source motion on the target skeleton, with the source's proportions.
 
     Returns ``(positions (F,Jt,3), turns (F,Jt,3,3))``: every mapped target joint at its source
@@ -654,10 +654,9 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     target bone ``j`` from its rest (its direction towards its one child met exactly).
     ``source_turns`` (F,Js,3,3): the source bones' turns from their rest, twist included (a
     Blender armature's); default recovered from the positions. ``floor``: the source floor's
-    height (an unmapped root stands on it); default the lowest the feet reach. ``lower``: the
-    hips' height above the floor is multiplied by it, the body above them with them, the legs
-    between in proportion (the stride scaled with the legs' ratio: a shorter character's hips are
-    lower); the feet stay.
+    height (an unmapped root stands on it); default the lowest the feet reach. ``legs``: the
+    legs' length ratio, target to source: the legs then take the target's lengths and the body
+    rides higher or lower on them (``_fit_legs``); None keeps the source's proportions throughout.
     """
     source_rest, target_rest = np.asarray(source_rest, float), np.asarray(target_rest, float)
     motion = np.asarray(source_motion, float)
@@ -702,8 +701,8 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
         else:
             pos[:, j] = target_rest[j]
     _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan)
-    if lower != 1.0:
-        _lower(target, target_rest, pos, floor, lower)
+    if legs is not None:
+        _fit_legs(target, target_rest, pos, turns, plan, floor, legs)
     # Each bone with one child points at it: the direction the positions give (a chain with
     # more or fewer joints than the source's bends where the source's does).
     kids = _children(target)
@@ -720,27 +719,55 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     return pos, turns
 
 
-def _lower(target, target_rest, pos, floor, ratio):
-    """The hips' height above ``floor`` times ``ratio`` on every frame, what hangs above them moved
-    with them, the leg joints by their rest height between ankle and hip, the feet not at all. In
-    place on ``pos``."""
+def _fit_legs(target, target_rest, pos, turns, plan, floor, ratio):
+    """The legs at the target's lengths, the body above them raised or lowered to fit: the hips'
+    height above ``floor`` times ``ratio`` (the legs' ratio; everything above the hips moves
+    with them), each knee solved between the hip and the ankle with the target's thigh and shin
+    (in the plane the source's knee bends in), the joints between on those bones, the thigh's and
+    shin's turns swung onto them and what hangs rigidly from them carried along. Without it a
+    leg much longer than the source's pushes its foot off the ground (the descriptors hold the
+    hips where the source's were) and a much shorter one cannot reach it. In place."""
+    from .skeleton.joints import two_bone
     try:
         roles = find_roles(target, target_rest)[0]
     except InputError:
         return
     hips = roles["hips"]
     kids = _children(target)
-    weight = np.ones(len(target))
+    kind = {j: k for j, k, _, _, _ in plan}
+    legs, fixed = [], set()
     for side in SIDES:
-        ankle = roles["foot" + side]
-        weight[ankle] = 0.0
-        weight[_subtree(kids, ankle)] = 0.0
-        chain = _path(target, roles["thigh" + side], ankle) or []
-        top, bottom = target_rest[roles["thigh" + side], 2], target_rest[ankle, 2]
-        for j in chain[:-1]:
-            weight[j] = np.clip((target_rest[j, 2] - bottom) / max(top - bottom, 1e-9), 0.0, 1.0)
+        thigh, knee, ankle = (roles[r + side] for r in ("thigh", "shin", "foot"))
+        upper, lower = _path(target, thigh, knee), _path(target, knee, ankle)
+        if upper is None or lower is None:
+            return
+        legs.append((thigh, knee, ankle, upper, lower))
+        fixed.update(upper[1:] + lower[1:] + _subtree(kids, ankle))
     dz = (ratio - 1.0) * (pos[:, hips, 2] - floor)
-    pos[..., 2] += dz[:, None] * weight[None]
+    moving = np.array([j not in fixed for j in range(len(target))])
+    pos[:, moving, 2] += dz[:, None]
+    for thigh, knee, ankle, upper, lower in legs:
+        l1 = np.linalg.norm(target_rest[knee] - target_rest[thigh])
+        l2 = np.linalg.norm(target_rest[ankle] - target_rest[knee])
+        pos[:, knee] = two_bone(pos[:, thigh], pos[:, knee], pos[:, ankle], l1, l2)[0]
+        for chain, (a, b) in ((upper, (thigh, knee)), (lower, (knee, ankle))):
+            arc = _arc(target_rest, chain)
+            for k, j in enumerate(chain[1:-1], 1):
+                t = arc[k] / arc[-1] if arc[-1] > 0 else 0.0
+                pos[:, j] = pos[:, a] + t * (pos[:, b] - pos[:, a])
+            for j in chain[:-1]:
+                nxt = chain[chain.index(j) + 1]
+                rest_dir = target_rest[nxt] - target_rest[j]
+                if np.linalg.norm(rest_dir) > 1e-9:
+                    turns[:, j] = swing(np.einsum("fij,j->fi", turns[:, j], rest_dir), pos[:, nxt] - pos[:, j]) \
+                        @ turns[:, j]
+                for k in kids[j]:                        # rigid helpers off the leg (twist leaves)
+                    if kind[k] == "rigid" and k not in chain:
+                        for m in [k] + _subtree(kids, k):
+                            p = int(target.parents[m])
+                            pos[:, m] = pos[:, p] + np.einsum("fij,j->fi", turns[:, p],
+                                                              target_rest[m] - target_rest[p])
+                            turns[:, m] = turns[:, p]
 
 
 def _subtree(kids, j):
@@ -912,7 +939,7 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     ratio = leg_length(target, target_rest, t_roles) / leg_length(source, source_rest, s_roles)
     scaled = stride == "scaled" or (stride == "auto" and mesh is None)
     positions, turns = transfer(source, source_rest, motion, target, target_rest, bone_map, source_turns, floor_z,
-                                lower=1.0)
+                                legs=ratio)
     from .descriptors import measure_body_height
     floor = None
     if mesh is None:

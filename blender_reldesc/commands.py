@@ -92,6 +92,17 @@ SCALE_WITH_BODY = _opt("--scale-with-body", action="store_true",
                             "paper carries it); default: it keeps its size")
 
 
+#: What a bake keys (frames, step, clean, interpolation): the bake's and the retarget's.
+KEY_OPTIONS = (
+    _opt("--frames", type=int, nargs=2, metavar=("START", "END"),
+         help="bake only these frames (default: all bound frames)"),
+    _opt("--step", type=positive_int, default=1, metavar="N", help="key every N-th frame (default 1)"),
+    _opt("--clean", type=positive_float, metavar="TOLERANCE",
+         help="reduce keys while the joints play back within TOLERANCE metres of the adapted motion"),
+    _opt("--interpolation", type=str.upper, choices=("LINEAR", "BEZIER"), default="LINEAR",
+         help="key interpolation (default LINEAR)"))
+
+
 def _report(what):
     return _opt("--report", metavar="REPORT.json", help=f"write {what} as JSON")
 
@@ -202,6 +213,23 @@ def _run_transfer(args, scene, arm, warn, progress):
                     f"({t['labels']}: {', '.join(t['segments'])}) into '{report['action']}'")
 
 
+def _run_retarget(args, scene, arm, warn, progress):
+    from .adapter import get_armature
+    from .jobs import BakeOptions
+    source = get_armature(args.source)
+    options = BakeOptions(frames=tuple(args.frames) if args.frames else None, step=args.step, clean=args.clean,
+                          interpolation=args.interpolation, target=args.bake_target.upper())
+    bones = args.bones.upper() if args.bones.lower() in ("deform", "all") else args.bones
+    report = feature("retarget").RetargetJob(scene, source, arm, args.map, args.environment, options, warn=warn,
+                                             bone_set=bones).run(progress("retarget"))
+    m = report["bone_map"]
+    return report, (f"reldesc: retargeted '{report['source']}' from '{source.name}' onto '{arm.name}' as "
+                     f"'{report['action']}' ({m['mapped']} of {m['target_bones']} bones mapped by {m['source']}/"
+                     f"{m['target']}; pose similarity {report['pose_similarity']:.4f}; planted feet "
+                     f"{100 * report['planted_within']:.1f} % within 2 cm of the ground; "
+                     f"stride x{report['stride']:.3f})")
+
+
 def _run_unbind(args, scene, arm, warn, progress):
     from .adapter import storage
     if not storage.clear_binding(arm):
@@ -253,13 +281,7 @@ COMMANDS = {c.name: c for c in (
         _opt("--contact-distance", type=float, default=None,
              help="contact distance as a fraction of body height (default 0.015)"),
         _opt("--contact-speed", type=float, default=None, help="resting speed as body heights per second (default 0.12)"),
-        _opt("--frames", type=int, nargs=2, metavar=("START", "END"),
-             help="bake only these frames (default: all bound frames)"),
-        _opt("--step", type=positive_int, default=1, metavar="N", help="key every N-th frame (default 1)"),
-        _opt("--clean", type=positive_float, metavar="TOLERANCE",
-             help="reduce keys while the joints play back within TOLERANCE metres of the adapted motion"),
-        _opt("--interpolation", type=str.upper, choices=("LINEAR", "BEZIER"), default="LINEAR",
-             help="key interpolation (default LINEAR)"),
+        *KEY_OPTIONS,
         _opt("--target", type=str.lower, choices=("action", "nla"), default="action",
              help="assign the adapted action (default) or add it as an NLA track above the source")),
         _run_bake, "reldesc.bake"),
@@ -305,6 +327,23 @@ COMMANDS = {c.name: c for c in (
              help="the mesh of the bound environment the motion interacts with"),
         _opt("--to", dest="target_object", required=True, metavar="OBJECT", help="the mesh to move it to"),
         OUTPUT, _report("the transfer's and the bake's figures")), _run_transfer, "reldesc.transfer"),
+    Command("retarget", "put an armature's action on another armature (any rig), keeping its contacts with the "
+                        "environment or the floor, as a new action '<action>.retarget'", (
+        _opt("--source", required=True, metavar="ARMATURE", help="the armature whose action is taken (not changed)"),
+        _opt("--target", dest="armature", required=True, metavar="ARMATURE", help="the armature that gets it"),
+        _opt("--map", default="auto", metavar="PRESET|MAP.json",
+             help="how bones pair: auto (default: the best-fitting preset, else the structure), structure, "
+                  "mixamo, cmu, bvh, rigify, ue, makehuman, or a JSON map file"),
+        _opt("--environment", default=None, metavar="COLLECTION",
+             help="the surfaces the source moves on and touches (default: a floor under its feet; the stride "
+                  "then scales with the legs)"),
+        _opt("--bones", default="deform", metavar="deform|all|COLLECTION",
+             help="the target's bones that get keys (default: deform bones)"),
+        OUTPUT, _report("the map, the measures and the timings"),
+        *KEY_OPTIONS,
+        _opt("--bake-target", type=str.lower, choices=("action", "nla"), default="action",
+             help="assign the new action (default) or add it as an NLA track (--target names the armature here)")),
+        _run_retarget, "reldesc.retarget"),
     Command("unbind", "remove the stored binding from an armature (its actions stay)", (ARMATURE, OUTPUT),
             _run_unbind, "reldesc.unbind"),
     Command("use-source", "assign the bound source action again (constraints a bake switched off act again)",

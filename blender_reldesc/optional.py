@@ -20,6 +20,7 @@ FEATURES = {
     "reaching": "Reaching",
     "transfer": "Transfer to Object",
     "locomotion": "Walk Along Path",
+    "retarget": "Retarget",
 }
 
 _broken = {}            # module name -> the message (a failed import is not retried on every redraw)

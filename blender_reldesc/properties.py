@@ -1,7 +1,8 @@
 """Settings stored in the .blend: per scene, and per pose bone (affinity overrides)."""
 
 import bpy
-from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
+                       StringProperty)
 
 
 def _is_armature(self, ob):
@@ -32,6 +33,24 @@ def _contacts_changed(self, context):
 def _overlay_changed(self, context):
     from .viewport import overlay
     overlay.sync(context.scene)
+
+
+def _map_choices(self, context):
+    from .core.retarget import PRESETS
+    names = {"mixamo": "Mixamo", "cmu": "CMU BVH", "bvh": "BVH (Collar/Shoulder/Elbow)", "rigify": "Rigify",
+             "ue": "Unreal Mannequin", "makehuman": "MakeHuman"}
+    return ([('AUTO', "Auto", "The best-fitting preset for each rig, else its structure"),
+             ('STRUCTURE', "Structure", "From the rest poses alone (any names)")]
+            + [(p.upper(), names.get(p, p), f"Bone names of the {names.get(p, p)} convention") for p in PRESETS]
+            + [('FILE', "File", "A map saved as JSON (Save Map writes one)")])
+
+
+class RelDescMapRow(bpy.types.PropertyGroup):
+    """One row of the retarget's bone map: a target bone and the source bone it plays."""
+    target: StringProperty(name="Target Bone", description="The bone of the target armature")
+    source: StringProperty(name="Source Bone", description="The source bone it plays (empty: placed from the "
+                                                            "bones around it)")
+    role: StringProperty(name="Role", description="What the bone is found to be (hips, thigh.L, ...)")
 
 
 class RelDescSceneSettings(bpy.types.PropertyGroup):
@@ -138,6 +157,20 @@ class RelDescSceneSettings(bpy.types.PropertyGroup):
     transfer_to: PointerProperty(name="To", type=bpy.types.Object, poll=_is_mesh,
                                  description="The object to move the interaction to (a stool): its parts named "
                                              "like the first's by vertex groups, or matched by where they sit")
+    retarget_source: PointerProperty(name="Source", type=bpy.types.Object, poll=_is_armature,
+                                     description="The armature whose action is retargeted (it is not changed)")
+    retarget_target: PointerProperty(name="Target", type=bpy.types.Object, poll=_is_armature,
+                                     description="The armature that gets the motion, as a new action "
+                                                 "'<source action>.retarget'")
+    retarget_map: EnumProperty(name="Map", items=_map_choices,
+                               description="How the bones of the two armatures are paired")
+    retarget_map_file: StringProperty(name="Map File", subtype='FILE_PATH', default="",
+                                      description="A bone map saved as JSON (Map: File)")
+    retarget_environment: PointerProperty(name="Environment", type=bpy.types.Collection,
+                                          description="The surfaces the source moves on and touches (empty: a "
+                                                      "floor under its feet, and the stride scales with the legs)")
+    retarget_rows: CollectionProperty(type=RelDescMapRow)
+    retarget_row: IntProperty(name="Row", default=0)
     paint_return_mode: StringProperty(default="OBJECT", options={'HIDDEN'})
     last_residual_mean: FloatProperty(name="Mean Target Residual", default=0.0, unit='LENGTH')
     # Diagnostics of the last bake.
@@ -169,7 +202,7 @@ class RelDescBoneSettings(bpy.types.PropertyGroup):
         description="Whether the solver keeps this joint bending the way the source bends it (knees, elbows)")
 
 
-classes = (RelDescSceneSettings, RelDescBoneSettings)
+classes = (RelDescMapRow, RelDescSceneSettings, RelDescBoneSettings)
 
 
 def register():

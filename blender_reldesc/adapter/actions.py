@@ -438,3 +438,32 @@ def write_bake(arm, source, name, curves, bone_names, frame_range, target, earli
     else:
         assign(arm, action, slot)
     return action, slot, bypassed, restore
+
+
+def write_new(arm, name, curves, frame_range, target):
+    """A new action ``name`` holding ``curves`` (a retarget's keys, and a constraint bypass), with a
+    slot for ``arm``; assigned (``target`` 'ACTION') or put on a new NLA track above whatever plays
+    now ('NLA': the armature's current action, if any, goes onto a track of its own first). A
+    previous action of that name is replaced only when nothing but ``arm`` uses it (else the new
+    one is ``<name>.001``: compare names to say so). Nothing else of ``arm`` changes: its other
+    actions stay. Returns ``(action, slot)``."""
+    _release(arm, name)
+    action = bpy.data.actions.new(name)
+    slot, _ = _channelbag(action, arm)
+    write_curves(action, slot, curves, frame_range)
+    if target == "NLA":
+        current = arm.animation_data.action if arm.animation_data is not None else None
+        if current is not None and current != action:
+            add_nla_track(arm, action, slot, current, frame_range[0])
+        else:
+            if arm.animation_data is None:
+                arm.animation_data_create()
+            arm.animation_data.action = None
+            track = arm.animation_data.nla_tracks.new()
+            track.name = NLA_PREFIX + action.name
+            strip = track.strips.new(action.name, int(frame_range[0]), action)
+            if hasattr(strip, "action_slot"):
+                strip.action_slot = slot
+    else:
+        assign(arm, action, slot)
+    return action, slot

@@ -21,13 +21,16 @@ ground is assumed flat at zero. Here the motion is carried over in three steps:
    floor. Each target bone's turn from its rest (``turns``) is its source bone's turn from the
    source's rest, after the source's rest is swung onto the target's (T-pose onto A-pose): limb
    directions *and* twist carried, rolls and rest poses free to differ.
+   The legs take the target's lengths there already: the body rides higher or lower on them by
+   the legs' ratio, the knees solved between hip and ankle, each foot standing on its own sole.
+   Without an environment the stride scales with the legs (``stride="auto"``): the hips' path
+   and each footstep (one shift a footstep, eased over the swing) spread by the ratio about the
+   clip's start; with an environment the footsteps stay where the source put them.
 3. **The descriptors** (the method of this product): the transferred motion is bound to the
    environment (or, without one, to a floor under the source's feet) and adapted to the target's
-   own bone lengths, so planted feet stay planted on the ground, flat or not, and hands on what
-   they touch. Without an environment the stride scales with the legs (``stride="auto"``): the
-   floor's vertices are spread horizontally by the ratio of leg lengths about the clip's start,
-   which moves the footsteps with it; with an environment the footsteps stay where the source put
-   them (its props do not move).
+   own bone lengths (the arms', the trunk's), so hands stay on what they touch and feet on the
+   ground, flat or sculpted after the clip was recorded (``edited``); each foot is held over the
+   source's stance phases where a first adapt put it (``_stance_pins``).
 
 ``naive`` is the simple retarget (turns copied, root scaled by the legs' ratio), for comparison.
 """
@@ -35,14 +38,12 @@ ground is assumed flat at zero. Here the motion is carried over in three steps:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InputError
 from .geometry import TriMesh, normalize
-from .skeleton import Skeleton
 from .skeleton.rotations import recover_rotations, swing
 
 #: Anchors: roles on the body, and per side.
@@ -80,6 +81,8 @@ PRESETS = {
 }
 #: Joints this close in angle (degrees) continue one limb segment (Rigify's split upper arm).
 COLLINEAR_DEGREES = 12.0
+#: A leg fitted onto its foot keeps this share of its length in reserve (not quite straight).
+REACH_MARGIN = 0.005
 #: A bone off the chest starting within this many body heights of the spine's side is a clavicle.
 CLAVICLE_REACH = 0.05
 
@@ -580,11 +583,20 @@ def _along(points, fraction):
 def _alignments(source, source_rest, target, target_rest, bones):
     """(Jt,3,3) for each mapped target joint, the rotation taking its source joint's rest
     directions (towards the mapped joints below) onto its own: the source's rest swung onto the
-    target's (a T-pose onto an A-pose). Identity where nothing mapped is below."""
+    target's (a T-pose onto an A-pose). Where nothing mapped is below (a hand without fingers),
+    its nearest mapped ancestor's: the rests' headings differ for every bone alike."""
     kids = _children(target)
     mapped = np.array([n in bones for n in target.names])
-    out = np.tile(np.eye(3), (len(target), 1, 1))
-    for t in np.flatnonzero(mapped):
+    # First the rests' headings (where each faces, about Z); each bone then swings the least from
+    # there, so its twist does not depend on which way the rigs stand.
+    heading = _heading(source, source_rest, target, target_rest)
+    out = np.tile(heading, (len(target), 1, 1))
+    for t in target.order.tolist():
+        if not mapped[t]:
+            continue
+        a = _mapped_ancestor(target, bones, t)
+        if a is not None:
+            out[t] = out[a]
         s = source.index(bones[target.names[t]])
         below = []
         for k in kids[t]:
@@ -596,11 +608,26 @@ def _alignments(source, source_rest, target, target_rest, bones):
         keep = (np.linalg.norm(u, axis=1) > 1e-9) & (np.linalg.norm(v, axis=1) > 1e-9)
         u, v = normalize(u[keep]), normalize(v[keep])
         if len(u) == 1 or (len(u) > 1 and np.linalg.matrix_rank(u, tol=1e-6) < 2):
-            out[t] = swing(u[0], v[0])
+            out[t] = swing(heading @ u[0], v[0]) @ heading
         elif len(u) > 1:
             from .skeleton.rotations import kabsch
             out[t] = kabsch(u, v)
     return out
+
+
+def _heading(source, source_rest, target, target_rest):
+    """(3,3) the turn about Z taking the source rest's facing onto the target's (their left hips'
+    side: thigh.L from thigh.R); identity when either has no legs found."""
+    try:
+        rs, rt = find_roles(source, source_rest)[0], find_roles(target, target_rest)[0]
+    except InputError:
+        return np.eye(3)
+    u = source_rest[rs["thigh.L"]] - source_rest[rs["thigh.R"]]
+    v = target_rest[rt["thigh.L"]] - target_rest[rt["thigh.R"]]
+    u[2] = v[2] = 0.0
+    if np.linalg.norm(u) < 1e-9 or np.linalg.norm(v) < 1e-9:
+        return np.eye(3)
+    return swing(u, v)
 
 
 def source_turns_from_positions(source, source_rest, source_motion):
@@ -646,7 +673,7 @@ def floor_height(skeleton, motion, roles):
 
 
 def transfer(source, source_rest, source_motion, target, target_rest, bone_map, source_turns=None, floor=None,
-             legs=None):
+             legs=None, root_on_floor=True, stride=1.0, fps=30.0):
     """The source motion on the target skeleton, with the source's proportions.
 
     Returns ``(positions (F,Jt,3), turns (F,Jt,3,3))``: every mapped target joint at its source
@@ -657,6 +684,11 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     height (an unmapped root stands on it); default the lowest the feet reach. ``legs``: the
     legs' length ratio, target to source: the legs then take the target's lengths and the body
     rides higher or lower on them (``_fit_legs``); None keeps the source's proportions throughout.
+    ``stride``: with ``legs``, the hips' path and the footsteps spread by it about the clip's start
+    (the body's shape unchanged; a planted foot stays planted: ``_footstep_shift``, at ``fps``).
+    ``root_on_floor``: an unmapped root above the hips (Unreal's ``root``) stays on the floor under
+    them (root motion); False holds it at its rest offset from the hips (a rig whose hips hang
+    from its root's tail, connected: their distance cannot change).
     """
     source_rest, target_rest = np.asarray(source_rest, float), np.asarray(target_rest, float)
     motion = np.asarray(source_motion, float)
@@ -695,14 +727,17 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
             turns[:, j] = turns[:, p]
         elif kind == "root":
             sd = source.index(bones[target.names[d]])
-            pos[:, j, :2] = motion[:, sd, :2] + (target_rest[j, :2] - target_rest[d, :2])
-            pos[:, j, 2] = floor + (target_rest[j, 2] - ground)
             turns[:, j] = _yaw(source_turns[:, sd] @ align[d].T)
+            if root_on_floor:
+                pos[:, j, :2] = motion[:, sd, :2] + (target_rest[j, :2] - target_rest[d, :2])
+                pos[:, j, 2] = floor + (target_rest[j, 2] - ground)
+            else:                                    # held at its rest offset from the hips, turning with them
+                pos[:, j] = motion[:, sd] + np.einsum("fij,j->fi", turns[:, j], target_rest[j] - target_rest[d])
         else:
             pos[:, j] = target_rest[j]
     _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan)
     if legs is not None:
-        _fit_legs(target, target_rest, pos, turns, plan, floor, legs)
+        _fit_legs(target, target_rest, pos, turns, plan, legs, stride, fps)
     # Each bone with one child points at it: the direction the positions give (a chain with
     # more or fewer joints than the source's bends where the source's does).
     kids = _children(target)
@@ -719,11 +754,51 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
     return pos, turns
 
 
-def _fit_legs(target, target_rest, pos, turns, plan, floor, ratio):
-    """The legs at the target's lengths, the body above them raised or lowered to fit: the hips'
-    height above ``floor`` times ``ratio`` (the legs' ratio; everything above the hips moves
-    with them), each knee solved between the hip and the ankle with the target's thigh and shin
-    (in the plane the source's knee bends in), the joints between on those bones, the thigh's and
+def _footstep_shift(feet, ankle, centre, stride, fps, height):
+    """(F,2) how far a foot moves to land ``stride`` times as far from ``centre``: one shift per
+    footstep (the frames where its slowest joint of ``feet`` (F,K,2) moves under a fifth of the
+    body ``height`` a second, three or more in a row), from where its ``ankle`` (F,2) stands on
+    average, eased from one footstep to the next over the swing; a still foot then stays still."""
+    F = len(feet)
+    speed = np.full(F, np.inf)
+    if F > 1:
+        v = np.linalg.norm(np.diff(feet, axis=0), axis=-1).min(axis=1) * fps
+        speed[1:] = v
+        speed[0] = v[0]
+    still = speed < 0.2 * height
+    steps, f = [], 0
+    while f < F:
+        if still[f]:
+            g = f
+            while g + 1 < F and still[g + 1]:
+                g += 1
+            if g - f + 1 >= 3:
+                steps.append((f, g))
+            f = g + 1
+        else:
+            f += 1
+    if not steps:
+        return (stride - 1.0) * (ankle - centre)
+    shifts = [(stride - 1.0) * (ankle[a:b + 1].mean(axis=0) - centre) for a, b in steps]
+    out = np.empty((F, 2))
+    out[:steps[0][0]] = shifts[0]
+    for k, (a, b) in enumerate(steps):
+        out[a:b + 1] = shifts[k]
+        end = steps[k + 1][0] if k + 1 < len(steps) else F
+        if k + 1 < len(steps):
+            t = (np.arange(b + 1, end) - b) / max(end - b, 1)
+            w = (0.5 - 0.5 * np.cos(np.pi * t))[:, None]
+            out[b + 1:end] = (1.0 - w) * shifts[k] + w * shifts[k + 1]
+        else:
+            out[b + 1:] = shifts[k]
+    return out
+
+
+def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0):
+    """The legs at the target's lengths, the body above them raised or lowered to fit: by the
+    legs' height (hip joint over ankle) times ``ratio`` - 1 (the legs' ratio; everything above
+    the hips moves with them), each knee solved between the hip and the ankle with the target's
+    thigh and shin (in the plane the source's knee bends in), the joints between on those bones, the thigh's and
     shin's turns swung onto them and what hangs rigidly from them carried along. Without it a
     leg much longer than the source's pushes its foot off the ground (the descriptors hold the
     hips where the source's were) and a much shorter one cannot reach it. In place."""
@@ -735,6 +810,7 @@ def _fit_legs(target, target_rest, pos, turns, plan, floor, ratio):
     hips = roles["hips"]
     kids = _children(target)
     kind = {j: k for j, k, _, _, _ in plan}
+    height = float(np.ptp(target_rest[:, 2])) or 1.0
     legs, fixed = [], set()
     for side in SIDES:
         thigh, knee, ankle = (roles[r + side] for r in ("thigh", "shin", "foot"))
@@ -743,13 +819,35 @@ def _fit_legs(target, target_rest, pos, turns, plan, floor, ratio):
             return
         legs.append((thigh, knee, ankle, upper, lower))
         fixed.update(upper[1:] + lower[1:] + _subtree(kids, ankle))
-    dz = (ratio - 1.0) * (pos[:, hips, 2] - floor)
     moving = np.array([j not in fixed for j in range(len(target))])
+    if stride != 1.0:
+        # The hips' path spread by ``stride`` about where they start, the body carried along
+        # unchanged; each foot put down ``stride`` times as far out (a still foot stays still).
+        centre = pos[0, hips, :2].copy()
+        pos[:, moving, :2] += (stride - 1.0) * (pos[:, hips, :2] - centre)[:, None]
+        for _, _, ankle, _, _ in legs:
+            foot = [ankle] + _subtree(kids, ankle)
+            shift = _footstep_shift(pos[:, foot, :2], pos[:, ankle, :2], centre, stride, fps, height)
+            pos[:, foot, :2] += shift[:, None]
+    # The legs' height (hip joint over ankle, both legs' mean) grows with them, and no more than
+    # lets each leg reach its foot (a shorter character crouches a little to reach the source's
+    # footsteps); the feet stand.
+    dz = (ratio - 1.0) * np.mean([pos[:, thigh, 2] - pos[:, ankle, 2] for thigh, _, ankle, _, _ in legs], axis=0)
+    for thigh, knee, ankle, _, _ in legs:
+        reach = (np.linalg.norm(target_rest[knee] - target_rest[thigh])
+                 + np.linalg.norm(target_rest[ankle] - target_rest[knee])) * (1.0 - REACH_MARGIN)
+        across = np.linalg.norm(pos[:, thigh, :2] - pos[:, ankle, :2], axis=-1)
+        up = np.sqrt(np.maximum(reach ** 2 - across ** 2, 0.0))
+        dz = np.minimum(dz, up - (pos[:, thigh, 2] - pos[:, ankle, 2]))
     pos[:, moving, 2] += dz[:, None]
     for thigh, knee, ankle, upper, lower in legs:
         l1 = np.linalg.norm(target_rest[knee] - target_rest[thigh])
         l2 = np.linalg.norm(target_rest[ankle] - target_rest[knee])
-        pos[:, knee] = two_bone(pos[:, thigh], pos[:, knee], pos[:, ankle], l1, l2)[0]
+        pos[:, knee], end = two_bone(pos[:, thigh], pos[:, knee], pos[:, ankle], l1, l2)
+        # An ankle out of the leg's reach comes along the leg (the foot with it): the lengths hold.
+        shift = end - pos[:, ankle]
+        for j in [ankle] + _subtree(kids, ankle):
+            pos[:, j] += shift
         for chain, (a, b) in ((upper, (thigh, knee)), (lower, (knee, ankle))):
             arc = _arc(target_rest, chain)
             for k, j in enumerate(chain[1:-1], 1):
@@ -892,7 +990,7 @@ def floor_under(motion, height, margin):
 
 
 def retarget(source, source_rest, source_motion, target, target_rest, mesh=None, bone_map=None, *, edited=None,
-             stride="auto", source_turns=None, plant=True, fps=30.0, progress=None,
+             stride="auto", source_turns=None, plant=True, fps=30.0, root_on_floor=True, progress=None,
              source_name="the source", target_name="the target", **adapt_options):
     """The source clip on the target skeleton, its contacts with ``mesh`` kept.
 
@@ -909,6 +1007,7 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
         or "kept" (the footsteps stay where the source's are: contacts with an environment).
     source_turns : (F,Js,3,3) the source bones' turns from their rest, twist included (default:
         recovered from the positions, twist following the parents).
+    root_on_floor : as ``transfer``'s.
     plant : where the bone lengths change, hold each foot still over the source's stance phases
         (found at ``fps``): the descriptors alone let a lengthened leg's foot slide (measured in
         ``benchmarks/bench_retarget.py``).
@@ -939,7 +1038,8 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     ratio = leg_length(target, target_rest, t_roles) / leg_length(source, source_rest, s_roles)
     scaled = stride == "scaled" or (stride == "auto" and mesh is None)
     positions, turns = transfer(source, source_rest, motion, target, target_rest, bone_map, source_turns, floor_z,
-                                legs=ratio)
+                                legs=ratio, root_on_floor=root_on_floor, stride=ratio if scaled else 1.0,
+                                fps=fps)
     from .descriptors import measure_body_height
     floor = None
     if mesh is None:
@@ -950,11 +1050,6 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     now = mesh if edited is None else edited
     if edited is not None and floor is not None:
         raise InputError("an edited environment needs the environment the source moved in (mesh)")
-    if scaled and ratio != 1.0:
-        centre = motion[0, s_roles["hips"]]
-        v = now.vertices.copy()
-        v[..., :2] = centre[:2] + ratio * (v[..., :2] - centre[:2])
-        now = TriMesh(v, mesh.triangles)
     lengths = _rest_lengths(target, target_rest)
     # A bone the transfer placed with the source's proportions takes the target's length; an
     # identical skeleton's unedited retarget keeps the source untouched.
@@ -1080,7 +1175,8 @@ def measure(source, source_rest, source_motion, target, target_rest, positions, 
     Returns a dict: ``pose_similarity`` (mean cosine between mapped bones' directions, source vs
     target), ``planted_within`` (fraction of stance samples whose height above the ground changed
     by less than ``tolerance`` from the source's, each joint's height counted from where it stands:
-    ``standing_height`` for the source, the rest for the target), ``stance_slide`` and ``source_stance_slide`` (mean horizontal speed of those
+    ``standing_height`` for the source, the rest for the target), ``stance_slide`` and
+    ``source_stance_slide`` (mean horizontal speed of those
     samples, units per second), ``stance_samples``.
     """
     source_rest, target_rest = np.asarray(source_rest, float), np.asarray(target_rest, float)
@@ -1127,7 +1223,8 @@ def measure(source, source_rest, source_motion, target, target_rest, positions, 
     speed_t = np.linalg.norm(np.diff(positions[:, tf, :2], axis=0), axis=-1) * fps
     speed_s = np.linalg.norm(np.diff(motion[:, sf, :2], axis=0), axis=-1) * fps
     moving = phases[1:] & phases[:-1]
-    return dict(pose_similarity=similarity, planted_within=float(np.mean(err < tolerance)) if err.size else float("nan"),
+    return dict(pose_similarity=similarity,
+                planted_within=float(np.mean(err < tolerance)) if err.size else float("nan"),
                 stance_slide=float(speed_t[moving].mean()) if moving.any() else float("nan"),
                 source_stance_slide=float(speed_s[moving].mean()) if moving.any() else float("nan"),
                 stance_samples=int(phases.sum()))

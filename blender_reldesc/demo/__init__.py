@@ -9,12 +9,14 @@ from .render import add_stick_figure, render_before_after
 from .runs import SCENES, run
 from .scenes import (BEAM_X, animate_walk, bend_bridge, build_armature, build_ceiling_scene,
                      build_chair_scene, build_convention_garment_scene, build_crowd_scene, build_garment_scene,
-                     build_pair_scene, build_post_scene, build_scene, build_skeleton_armature, build_stones_scene,
+                     build_pair_scene, build_post_scene, build_retarget_scene, build_scene, build_skeleton_armature,
+                     build_stones_scene,
                      build_transfer_scene, curve_object, grow_armature, labelled_object, lengthen_legs, lower_beam,
                      mesh_object, raise_floor)
 
 __all__ = ["BEAM_X", "SCENES", "add_stick_figure", "animate_walk", "bend_bridge", "build_armature",
            "build_ceiling_scene", "build_chair_scene", "build_convention_garment_scene", "build_crowd_scene",
-           "build_garment_scene", "build_pair_scene", "build_post_scene", "build_scene", "build_skeleton_armature",
+           "build_garment_scene", "build_pair_scene", "build_post_scene", "build_retarget_scene", "build_scene",
+           "build_skeleton_armature",
            "build_stones_scene", "build_transfer_scene", "curve_object", "grow_armature", "labelled_object",
            "lengthen_legs", "lower_beam", "mesh_object", "raise_floor", "render_before_after", "run"]

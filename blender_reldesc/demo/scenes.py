@@ -370,3 +370,34 @@ def build_garment_scene(frames=60, rings=8, around=24):
     scene.frame_set(1)
     return scene, arm, skirt, env
 
+
+
+def build_retarget_scene(source="mixamo", target="ue", legs=1.15, arms="T", frames=60, floor=True):
+    """Fresh scene for a retarget: 'Source', a rig of ``source`` convention walking (action 'Walk':
+    the generated walk carried onto it, its rest a capture's: ``synthetic.convention_clip``), and
+    'Target', a rig of ``target`` convention (``synthetic.convention_rest``: legs ``legs`` times as
+    long, arms ``arms``) without an action, beside it; with ``floor``, a 'Floor' in 'Environment'.
+    Returns ``(scene, source armature, target armature, environment collection)``."""
+    scene, env = _empty_scene(frames)
+    _, walk = S.walk(frames)
+    sk, rest, motion = S.convention_clip(source, walk)
+    if floor:
+        x = motion[:, 0, 0]
+        mesh_object("Floor", *S.grid(x.max() - x.min() + 4.0, 4.0, 60, 12, origin=(x.min() - 2.0, -2.0)), env)
+    src = build_skeleton_armature(sk, rest, "Source", _main_child(source, sk))
+    animate_walk(src, frames, name="Walk", walk=(sk, motion))
+    tsk, trest = S.convention_rest(target, legs=legs, arms=arms)
+    tgt = build_skeleton_armature(tsk, trest, "Target", _main_child(target, tsk))
+    scene.frame_set(1)
+    return scene, src, tgt, env
+
+
+def _main_child(convention, skeleton):
+    """``build_skeleton_armature``'s ``main`` for a convention rig: the trunk's child, else the first
+    that is not a twist leaf."""
+    _, _, roles = S.convention_rig(convention)
+    trunk = {"spine", "chest", "chest2", "neck", "head", "head_end"}
+
+    def main(kids):
+        return sorted(kids, key=lambda k: (roles[k] not in trunk, roles[k] == "twist"))[0]
+    return main

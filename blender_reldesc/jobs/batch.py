@@ -142,7 +142,10 @@ def load_manifest(path):
             if option is None:
                 known = ", ".join(sorted(o[2:].replace("-", "_") for o in options))
                 raise bad(key, f"'{key}' is not an option of {operation} (options: {known})")
-            if key in INPUT_KEYS + OUTPUT_KEYS:
+            if key == "map" and isinstance(value, str) and value.lower().endswith(".json"):
+                value = resolve(value)                     # a retarget's map file, not a preset's name
+                inputs.append(value)
+            elif key in INPUT_KEYS + OUTPUT_KEYS:
                 if not isinstance(value, str):
                     raise bad(key, f"{key} must be a path")
                 value = paths[key] = resolve(value)

@@ -9,9 +9,9 @@ progress.
 
 import bpy
 
-from . import bind_bake, contacts, controls, garment, locomotion, reaching, transfer, viewport
+from . import bind_bake, contacts, controls, garment, locomotion, reaching, retarget, transfer, viewport
 from .base import _JobOperator, _Target, _WorkerState, compute_in_worker  # noqa: F401 (tests import them)
 
 classes = (bind_bake.classes + controls.classes + contacts.classes + viewport.classes + locomotion.classes
-           + reaching.classes + transfer.classes + garment.classes)
+           + reaching.classes + transfer.classes + garment.classes + retarget.classes)
 register, unregister = bpy.utils.register_classes_factory(classes)

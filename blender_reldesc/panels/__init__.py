@@ -3,7 +3,7 @@ operators and the jobs; registered in the order they appear in the sidebar."""
 
 import bpy
 
-from . import bind_bake, contacts, controls, locomotion, reaching, transfer, viewport
+from . import bind_bake, contacts, controls, locomotion, reaching, retarget, transfer, viewport
 
 classes = (bind_bake.RELDESC_PT_main,
            bind_bake.RELDESC_PT_bake_options,
@@ -14,5 +14,7 @@ classes = (bind_bake.RELDESC_PT_main,
            contacts.RELDESC_PT_contacts,
            locomotion.RELDESC_PT_locomotion,
            reaching.RELDESC_PT_reaching,
-           transfer.RELDESC_PT_transfer)
+           transfer.RELDESC_PT_transfer,
+           retarget.RELDESC_UL_map,
+           retarget.RELDESC_PT_retarget)
 register, unregister = bpy.utils.register_classes_factory(classes)

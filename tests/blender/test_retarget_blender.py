@@ -1,0 +1,183 @@
+"""Retarget through the real operators and the command line (reldesc.retarget, ``retarget``): a
+generated walk on one rig convention onto another rig, placed as users place rigs."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy")
+
+from blender_reldesc import adapter, demo  # noqa: E402
+from blender_reldesc.core import retarget as R  # noqa: E402
+from blender_reldesc.core.skeleton.armature import joint_layout  # noqa: E402
+from blender_helpers import fcurve_snapshot  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def played_joints(scene, arm, frames):
+    """World joints (F,J,3) of ``arm`` (bone heads, then leaf tails) as Blender plays it."""
+    rig = adapter.read_rig(arm)
+    _, _, tail = joint_layout(rig.names, rig.parents)
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        head, tails, _ = adapter.read_pose(arm)
+        joints = np.concatenate([head, tails[tail >= 0]])
+        out.append(adapter.to_world(adapter.world_matrix(arm), joints))
+    return np.stack(out)
+
+
+def _job(scene, source, target, **kw):
+    from blender_reldesc.jobs.retarget import RetargetJob
+    job = RetargetJob(scene, source, target, **kw)
+    job.read()
+    job.compute(lambda *a: True)
+    return job, job.write()
+
+
+@pytest.mark.parametrize("source,target,legs,arms", [("mixamo", "ue", 1.15, "T"), ("bvh", "rigify", 0.85, "down"),
+                                                     ("arbitrary", "mixamo", 1.0, "T")])
+def test_the_retarget_plays_the_adapted_joints_with_feet_on_the_floor(source, target, legs, arms):
+    scene, src, tgt, env = demo.build_retarget_scene(source, target, legs, arms, frames=45)
+    walk = src.animation_data.action
+    before = fcurve_snapshot(walk)
+    job, report = _job(scene, src, tgt, environment="Environment")
+    assert report["action"] == "Walk.retarget" and tgt.animation_data.action.name == "Walk.retarget"
+    assert src.animation_data.action == walk                          # the source keeps its action, untouched
+    after = fcurve_snapshot(walk)
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+    # The keys play the retargeted joints.
+    frames = np.arange(1, 46)
+    got = played_joints(scene, tgt, frames)
+    assert np.abs(got - job.result.positions).max() < 1e-3
+    # Feet on the floor, pose kept (measured on what Blender plays).
+    sk, trest = job.target_skeleton, job.target_rest
+    m = R.measure(job.source_skeleton, job.source_rest, job.source_motion, sk, trest, got, job.result.bone_map)
+    assert m["planted_within"] >= 0.99 and m["pose_similarity"] >= 0.95
+    assert m["stance_slide"] <= m["source_stance_slide"] + 0.02
+    assert report["bone_map"]["mapped"] >= 19
+
+
+def test_a_target_placed_as_an_fbx_import_or_under_a_moved_parent_gets_the_same_motion():
+    scene, src, tgt, env = demo.build_retarget_scene("mixamo", "ue", 1.15, "T", frames=30)
+    plain, _ = _job(scene, src, tgt, environment="Environment")
+    want = played_joints(scene, tgt, [1, 15, 30])
+    # The same rig as an FBX import: Y-up bones in centimetres under a 90-degree X turn and scale 0.01.
+    tsk, trest = demo.scenes.S.convention_rest("ue", legs=1.15, arms="T")
+    turn = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])          # world -> Y-up data
+    fbx = demo.build_skeleton_armature(tsk, 100.0 * trest @ turn.T, "FBX", demo.scenes._main_child("ue", tsk))
+    fbx.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    fbx.scale = (0.01, 0.01, 0.01)
+    # The same rig under a parent that moved and turned.
+    parent = bpy.data.objects.new("Set", None)
+    scene.collection.objects.link(parent)
+    parent.location, parent.rotation_euler = (1.0, -2.0, 0.3), (0.0, 0.0, 0.5)
+    child = demo.build_skeleton_armature(tsk, trest, "Child", demo.scenes._main_child("ue", tsk))
+    child.parent = parent
+    bpy.context.view_layer.update()
+    for arm in (fbx, child):
+        _job(scene, src, arm, environment="Environment")
+        np.testing.assert_allclose(played_joints(scene, arm, [1, 15, 30]), want, atol=2e-3)
+
+
+def test_the_panel_map_lists_edits_and_saves_the_pairs(tmp_path):
+    scene, src, tgt, env = demo.build_retarget_scene("bvh", "ue", 1.0, "down", frames=30)
+    s = scene.reldesc
+    s.retarget_source, s.retarget_target, s.retarget_environment = src, tgt, env
+    assert bpy.ops.reldesc.retarget_find_map() == {'FINISHED'}
+    rows = {r.target: r.source for r in s.retarget_rows}
+    assert len(rows) == len(tgt.data.bones)
+    assert rows["thigh_l"] == "LeftHip" and rows["lowerarm_r"] == "RightElbow"
+    assert next(r.role for r in s.retarget_rows if r.target == "calf_l") == "shin.L"
+    # Saved and loaded back as a file map, it retargets as the listed rows do.
+    path = tmp_path / "map.json"
+    assert bpy.ops.reldesc.retarget_save_map(filepath=str(path)) == {'FINISHED'}
+    saved = json.loads(path.read_text())["bones"]
+    assert saved == {k: v for k, v in rows.items() if v}
+    assert bpy.ops.reldesc.retarget() == {'FINISHED'}
+    by_rows = played_joints(scene, tgt, [10, 20])
+    assert bpy.ops.reldesc.retarget(bone_map=str(path)) == {'FINISHED'}
+    np.testing.assert_allclose(played_joints(scene, tgt, [10, 20]), by_rows, atol=1e-6)
+    # A row naming a bone the source does not have is refused, nothing written.
+    next(r for r in s.retarget_rows if r.target == "calf_l").source = "Knee.Left"
+    actions = set(bpy.data.actions.keys())
+    with pytest.raises(RuntimeError, match="source bone 'Knee.Left'"):
+        bpy.ops.reldesc.retarget()
+    assert set(bpy.data.actions.keys()) == actions
+    assert bpy.ops.reldesc.retarget_clear_map() == {'FINISHED'} and not len(s.retarget_rows)
+
+
+def test_retarget_errors_are_clear_and_change_nothing():
+    scene, src, tgt, env = demo.build_retarget_scene("bvh", "ue", frames=20)
+    actions = set(bpy.data.actions.keys())
+    with pytest.raises(RuntimeError, match="both the source and the target"):
+        bpy.ops.reldesc.retarget(source="Source", target="Source")
+    with pytest.raises(RuntimeError, match="has no action"):
+        bpy.ops.reldesc.retarget(source="Target", target="Source")
+    with pytest.raises(RuntimeError, match="pick the Source armature"):
+        bpy.ops.reldesc.retarget()
+    with pytest.raises(RuntimeError, match="no bone map file"):
+        bpy.ops.reldesc.retarget(source="Source", target="Target", bone_map="/nowhere/map.json")
+    with pytest.raises(RuntimeError, match="does not fit the 'mixamo' preset"):
+        bpy.ops.reldesc.retarget(source="Source", target="Target", bone_map="mixamo")
+    stick = bpy.data.objects.new("Stick", bpy.data.armatures.new("Stick"))
+    scene.collection.objects.link(stick)
+    bpy.context.view_layer.objects.active = stick
+    bpy.ops.object.mode_set(mode='EDIT')
+    for k, name in enumerate(("a", "b")):
+        eb = stick.data.edit_bones.new(name)
+        eb.head, eb.tail = (0.0, 0.0, 1.0 - 0.5 * k), (0.0, 0.0, 0.5 - 0.5 * k)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    with pytest.raises(RuntimeError, match="no legs found in 'Stick'"):
+        bpy.ops.reldesc.retarget(source="Source", target="Stick")
+    assert set(bpy.data.actions.keys()) == actions
+    assert tgt.animation_data is None or tgt.animation_data.action is None
+
+
+def test_an_nla_retarget_keeps_the_target_s_own_action_below():
+    scene, src, tgt, env = demo.build_retarget_scene("ue", "mixamo", frames=20)
+    sk, rest = demo.scenes.S.convention_rest("mixamo")
+    own = demo.animate_walk(tgt, 20, name="Idle", walk=(sk, np.broadcast_to(rest, (20,) + rest.shape).copy()))
+    assert tgt.animation_data.action == own
+    from blender_reldesc.jobs.retarget import RetargetJob
+    RetargetJob(scene, src, tgt, options={"target": "NLA"}).run(lambda *a: True)
+    tracks = tgt.animation_data.nla_tracks
+    assert [t.name for t in tracks] == ["Idle", adapter.NLA_PREFIX + "Walk.retarget"]
+    assert tgt.animation_data.action is None and "Idle" in bpy.data.actions
+
+
+def test_command_line_retarget_and_its_errors(tmp_path):
+    path = tmp_path / "clip.blend"
+    code = ("import bpy; from blender_reldesc import demo; demo.build_retarget_scene('mixamo', 'rigify', 1.15, 'T', "
+            f"frames=30); bpy.ops.wm.save_as_mainfile(filepath={str(path)!r}); import os; os._exit(0)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, capture_output=True, timeout=300)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "blender_reldesc", *a], capture_output=True,  # noqa: E731
+                                    text=True, cwd=ROOT, env=env, timeout=600)
+    out, report = tmp_path / "out.blend", tmp_path / "r.json"
+    r = run("retarget", str(path), "--source", "Source", "--target", "Target", "-o", str(out), "--report", str(report),
+            "--step", "2", "--bake-target", "nla")
+    assert r.returncode == 0, r.stderr
+    assert "retargeted 'Walk' from 'Source' onto 'Target' as 'Walk.retarget'" in r.stdout
+    data = json.loads(report.read_text())
+    assert data["floor"] == "generated" and data["stride"] == pytest.approx(1.15, rel=0.02)
+    assert data["planted_within"] >= 0.99 and data["bake"]["step"] == 2 and data["bake"]["target"] == "nla"
+    assert data["bone_map"]["source"] == "mixamo" and data["bone_map"]["target"] == "rigify"
+    assert out.exists()
+    mtime = path.stat().st_mtime
+    for args, message in ((("--source", "Nobody", "--target", "Target"), "Nobody"),
+                          (("--source", "Source", "--target", "Source"), "both the source and the target"),
+                          (("--source", "Source", "--target", "Target", "--map", str(tmp_path / "no.json")),
+                           "no bone map file"),
+                          (("--source", "Source", "--target", "Target", "--map", "maya"), "unknown bone map 'maya'")):
+        r = run("retarget", str(path), *args, "-o", str(tmp_path / "bad.blend"))
+        assert r.returncode == 1 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "bad.blend").exists()
+    assert path.stat().st_mtime == mtime
+    assert run("retarget", str(path), "--source", "Source").returncode == 2

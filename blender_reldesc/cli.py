@@ -59,7 +59,8 @@ def build_parser(blender_command=False):
                         "replanned under it; chair: a seated character loses an armrest and its seat is lowered; crowd: "
                         "a walk on flat ground walked by a crowd along a curve over hills; transfer: sitting on a chair "
                         "moved onto a stool; pair: two characters holding hands, one grown 20 %%; garment: a skirt "
-                        "carried onto a walk whose legs got 15 %% longer")
+                        "carried onto a walk whose legs got 15 %% longer; retarget: a walk on a Mixamo rig put on a "
+                        "bigger Rigify rig with shorter legs, the naive retarget beside ours")
     return parser
 
 

@@ -16,7 +16,7 @@ from .core.solvers.interaction_mesh import SOLVERS
 from .optional import feature
 
 #: ``demo --scene`` choices (``demo.run``).
-DEMO_SCENES = ("bridge", "stones", "ceiling", "post", "chair", "crowd", "transfer", "pair", "garment")
+DEMO_SCENES = ("bridge", "stones", "ceiling", "post", "chair", "crowd", "transfer", "pair", "garment", "retarget")
 
 
 class CommandError(Exception):

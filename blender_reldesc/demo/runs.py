@@ -14,8 +14,8 @@ from ..commands import DEMO_SCENES as SCENES
 from ..optional import feature
 from .render import _material, _render, _stage, add_stick_figure, render_before_after
 from .scenes import (BEAM_X, bend_bridge, build_ceiling_scene, build_chair_scene, build_crowd_scene,
-                     build_garment_scene, build_pair_scene, build_post_scene, build_scene, build_stones_scene,
-                     build_transfer_scene, grow_armature, lengthen_legs, lower_beam)
+                     build_garment_scene, build_pair_scene, build_post_scene, build_retarget_scene, build_scene,
+                     build_stones_scene, build_transfer_scene, grow_armature, lengthen_legs, lower_beam)
 
 
 def _bind_settings(scene, arm, env):
@@ -56,7 +56,9 @@ def run(out_dir, frames=150, scene_name="bridge"):
         walk on flat ground, walked by a crowd along a curve over hills), "transfer" (sitting
         on a chair moved onto a stool elsewhere in the room, thesis ch. 4), "pair" (two
         characters holding hands, one grown 20 %: baked together, the hands still meet, §9) or
-        "garment" (a skirt carried onto a walk whose legs got 15 % longer, §9)."""
+        "garment" (a skirt carried onto a walk whose legs got 15 % longer, §9), "retarget" (a walk
+        on a Mixamo-named rig onto an Unreal-named rig in a T-pose with shorter legs: the naive
+        retarget before, ours after)."""
     if scene_name not in SCENES:
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(SCENES)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -76,6 +78,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_pair(out_dir)
     if scene_name == "garment":
         return _run_garment(out_dir)
+    if scene_name == "retarget":
+        return _run_retarget(out_dir)
     scene, arm, env, bridge, beam = build_scene(frames)
     bind_report = _bind(scene, arm, env)
     bend_bridge(bridge)
@@ -299,3 +303,36 @@ def _run_garment(out_dir, frames=60, legs=1.15):
                   edge_change_max=float(np.abs(length["carried"] / length["source"] - 1.0).max()))
     return _write(out_dir, report)
 
+
+
+def _run_retarget(out_dir, frames=60, legs=0.8, scale=1.2):
+    """A walk on a Mixamo-named rig retargeted onto a Rigify-named rig in a T-pose, ``scale``
+    times as big with legs ``legs`` times as long: the naive retarget (turns copied, hips scaled
+    by the legs' ratio) rendered before, ours after, at the frame where the naive feet are
+    farthest from ours (off the floor or into it)."""
+    from ..core import retarget as core_retarget
+    scene, src, tgt, env = build_retarget_scene("mixamo", "rigify", legs, "T", frames, scale=scale)
+    job = feature("retarget").RetargetJob(scene, src, tgt, environment=env.name)
+    job.read()
+    job.compute()
+    report = job.write()
+    ours = bpy.data.actions[report["action"]]
+    naive_action, naive = job.write_naive()
+    adapter.assign_action(tgt, ours)
+    tgt.animation_data.action_slot = ours.slots[0]
+    src.hide_render = True
+    add_stick_figure(tgt)
+    args = (job.source_skeleton, job.source_rest, job.source_motion, job.target_skeleton, job.target_rest)
+    naive_measures = core_retarget.measure(*args, naive, job.result.bone_map, ground=job.mesh)
+    roles = core_retarget.find_roles(job.target_skeleton, job.target_rest)[0]
+    feet = [roles["foot.L"], roles["foot.R"]]
+    off = np.abs(naive[:, feet, 2] - job.result.positions[:, feet, 2]).max(axis=1)
+    frame = int(np.argmax(off)) + 1
+    hips = job.result.positions[frame - 1, roles["hips"]]
+    view = ((hips[0], -1.7, 0.32), (np.radians(82), 0.0, 0.0))            # the feet, close
+    render_before_after(scene, tgt, naive_action, ours, frame, os.path.join(out_dir, "before_after.png"), view,
+                        (f"Before: naive retarget, feet {100 * off[frame - 1]:.0f} cm off",
+                         "After: retargeted, feet on the floor"))
+    report = dict(report, render_frame=frame, scene="retarget", naive=naive_measures,
+                  naive_feet_off_at_render_frame=float(off[frame - 1]))
+    return _write(out_dir, report)

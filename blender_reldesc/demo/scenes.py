@@ -372,11 +372,12 @@ def build_garment_scene(frames=60, rings=8, around=24):
 
 
 
-def build_retarget_scene(source="mixamo", target="ue", legs=1.15, arms="T", frames=60, floor=True):
+def build_retarget_scene(source="mixamo", target="ue", legs=1.15, arms="T", frames=60, floor=True, scale=1.0):
     """Fresh scene for a retarget: 'Source', a rig of ``source`` convention walking (action 'Walk':
     the generated walk carried onto it, its rest a capture's: ``synthetic.convention_clip``), and
     'Target', a rig of ``target`` convention (``synthetic.convention_rest``: legs ``legs`` times as
-    long, arms ``arms``) without an action, beside it; with ``floor``, a 'Floor' in 'Environment'.
+    long, arms ``arms``, all ``scale`` times as big) without an action, beside it; with ``floor``, a
+    'Floor' in 'Environment'.
     Returns ``(scene, source armature, target armature, environment collection)``."""
     scene, env = _empty_scene(frames)
     _, walk = S.walk(frames)
@@ -386,7 +387,7 @@ def build_retarget_scene(source="mixamo", target="ue", legs=1.15, arms="T", fram
         mesh_object("Floor", *S.grid(x.max() - x.min() + 4.0, 4.0, 60, 12, origin=(x.min() - 2.0, -2.0)), env)
     src = build_skeleton_armature(sk, rest, "Source", _main_child(source, sk))
     animate_walk(src, frames, name="Walk", walk=(sk, motion))
-    tsk, trest = S.convention_rest(target, legs=legs, arms=arms)
+    tsk, trest = S.convention_rest(target, legs=legs, arms=arms, scale=scale)
     tgt = build_skeleton_armature(tsk, trest, "Target", _main_child(target, tsk))
     scene.frame_set(1)
     return scene, src, tgt, env

@@ -260,6 +260,8 @@ class RetargetJob:
                     target_armature=self.arm.name, frames=int(len(self.frames)),
                     environment=self.environment, floor="generated" if self.mesh is None else "environment",
                     stride=float(self.result.stride), bone_map=m,
+                    bone_length_error_mean=float(self.result.adapted.bone_length_error.mean()),
+                    bone_length_error_max=float(self.result.adapted.bone_length_error.max()),
                     read_seconds=self.read_seconds, adapt_seconds=self.adapt_seconds, keys_seconds=self.keys_seconds,
                     write_seconds=write_seconds, constraints_bypassed=bypassed,
                     bake=dict(frame_start=opt.frames[0], frame_end=opt.frames[1], step=opt.step, clean=opt.clean,
@@ -268,6 +270,18 @@ class RetargetJob:
                               max_deviation=self.plan["deviation"]),
                     **{k: self.measures[k] for k in ("pose_similarity", "planted_within", "stance_slide",
                                                      "source_stance_slide", "stance_samples")})
+
+    def write_naive(self, name=None):
+        """After ``compute``: the naive retarget (``core.retarget.naive``: turns copied, hips scaled
+        by the legs' ratio) as another new action on the target, ``<source action>.naive`` (for
+        comparison: the demo's picture, the benchmark). Returns ``(action, positions (F,J,3))``."""
+        naive = core_retarget.naive(self.source_skeleton, self.source_rest, self.source_motion,
+                                    self.target_skeleton, self.target_rest, self.result.bone_map, self.source_turns)
+        plan = keys.plan_keys(self.bound, naive, self.baked, keys.channels(self.bound), {}, self.options)
+        bypass, _ = self.target_bypass
+        action, _ = adapter.actions.write_new(self.arm, name or self.action.name + ".naive",
+                                              plan["curves"] + bypass, self.options.frames, "ACTION")
+        return action, naive
 
     def bone_map_report(self):
         bm = self.result.bone_map

@@ -181,3 +181,32 @@ def test_command_line_retarget_and_its_errors(tmp_path):
         assert not (tmp_path / "bad.blend").exists()
     assert path.stat().st_mtime == mtime
     assert run("retarget", str(path), "--source", "Source").returncode == 2
+
+
+def test_a_batch_manifest_retargets_with_a_map_file_beside_it(tmp_path):
+    import textwrap
+    scene, src, tgt, env = demo.build_retarget_scene("ue", "mixamo", 0.85, "T", frames=20)
+    from blender_reldesc.jobs.retarget import find_map
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "ue_to_mixamo.json").write_text(find_map(scene, src, tgt).to_json())
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "clip.blend"))
+    manifest = tmp_path / "jobs.toml"
+    manifest.write_text(textwrap.dedent("""
+        [[job]]
+        name = "hero"
+        operation = "retarget"
+        file = "clip.blend"
+        source = "Source"
+        target = "Target"
+        map = "maps/ue_to_mixamo.json"
+        environment = "Environment"
+        output = "hero.blend"
+        report = "hero.json"
+    """))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "blender_reldesc", "batch", str(manifest), "--workers", "1"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "hero.json").read_text())
+    assert report["action"] == "Walk.retarget" and report["bone_map"]["source"] == "file"
+    assert report["planted_within"] >= 0.99 and (tmp_path / "hero.blend").exists()

@@ -5,7 +5,7 @@ shared real captures (``../shared/data/real/``; skipped when absent): a walk (Mi
 without the namespace, a lying rest, centimetres, Y up) and an in-place capture (Rigify-style
 names, no hands). Targets are generated rigs of four conventions (``synthetic.convention_rest``):
 Mixamo with fingers, Rigify, Unreal, arbitrary names; with their own proportions, legs 15 %
-longer and shorter, arms down or in a T-pose. "naive" copies each bone's turn through the map and
+longer and shorter, arms down, in an A-pose or in a T-pose. "naive" copies each bone's turn through the map and
 scales the hips' path by the legs' ratio (what the simple add-ons do); "ours" is ``retarget``.
 Columns (``retarget.measure``): pose similarity (mean cosine of mapped bones' directions), the
 stance samples' height change within 2 cm, their horizontal speed against the source's, and the
@@ -34,7 +34,7 @@ from blender_reldesc.core import synthetic as S  # noqa: E402
 REAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 CLIPS = (("walk_cm_30fps.bvh", 0.01, 0), ("rigify_inplace_24fps.bvh", 1.0, 0))
 TARGETS = (("mixamo", 1.0, "down"), ("mixamo", 1.15, "down"), ("mixamo", 0.85, "down"), ("rigify", 1.0, "T"),
-           ("ue", 1.15, "T"), ("arbitrary", 0.85, "down"))
+           ("rigify", 1.0, "A"), ("ue", 1.15, "T"), ("ue", 0.85, "A"), ("arbitrary", 0.85, "down"))
 
 
 def clip(name, scale, start, frames):

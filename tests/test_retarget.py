@@ -33,7 +33,7 @@ def _role_joints(convention):
 
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
-@pytest.mark.parametrize("arms", ["down", "T"])
+@pytest.mark.parametrize("arms", ["down", "A", "T"])
 def test_anchors_found_by_name_and_by_structure_alike(convention, arms):
     sk, rest = S.convention_rest(convention, arms=arms)
     _, want = _role_joints(convention)
@@ -69,8 +69,8 @@ def test_an_unedited_retarget_onto_the_same_skeleton_is_the_source(walk):
 
 
 @pytest.mark.parametrize("source,target,legs,arms", [
-    ("bvh", "mixamo", 1.15, "down"), ("mixamo", "ue", 0.85, "T"), ("rigify", "arbitrary", 1.15, "T"),
-    ("ue", "rigify", 0.85, "down")])
+    ("bvh", "mixamo", 1.15, "down"), ("mixamo", "ue", 0.85, "T"), ("rigify", "arbitrary", 1.15, "A"),
+    ("ue", "rigify", 0.85, "down"), ("arbitrary", "bvh", 1.0, "A")])
 def test_longer_and_shorter_legs_keep_planted_feet_on_the_ground(walk, source, target, legs, arms):
     sk, rest, motion = S.convention_clip(source, walk)
     tsk, trest = S.convention_rest(target, legs=legs, arms=arms)

@@ -142,7 +142,9 @@ def _consistent(skeleton, roles):
         chain = [roles["hips"]] + [j for j in chain if j is not None]
         if any(_path(skeleton, a, b) is None for a, b in zip(chain, chain[1:])):
             return False
-        arm = [roles.get(r + side) for r in ("clavicle", "upperarm", "forearm", "hand")]
+        # The clavicle need not be above the upper arm (Rigify's DEF-upper_arm hangs from the
+        # spine among the deform bones).
+        arm = [roles.get(r + side) for r in ("upperarm", "forearm", "hand")]
         arm = [j for j in arm if j is not None]
         if any(_path(skeleton, a, b) is None for a, b in zip(arm, arm[1:])):
             return False
@@ -313,9 +315,12 @@ def _roles_from_structure(skeleton, rest, name="the rig"):
         chest = branch if chest is None or trunk.index(branch) > trunk.index(chest) else chest
     if chest is not None:
         above = trunk[trunk.index(chest) + 1:]
+        # The head: where the trunk branches above the neck (a face's bones), else the joint
+        # before the top.
+        branch = next((j for j in above[1:-1] if len(kids[j]) > 1), None)
         if len(above) >= 3:
             roles["neck"] = above[0]
-            roles["head"] = above[-2]
+            roles["head"] = branch if branch is not None else above[-2]
         elif len(above) == 2:
             roles["head"] = above[0]
     return roles

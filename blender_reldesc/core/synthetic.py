@@ -1227,8 +1227,8 @@ def skirt(skeleton, motion, rings=8, around=24, waist=0.17, hem=0.34, length=0.5
 def convention_rest(convention="bvh", legs=1.0, arms="down", scale=1.0):
     """``(skeleton, rest (J,3))`` of a ``convention_rig`` standing on z = 0, for retargeting:
     thighs and shins ``legs`` times as long (the feet below them as they are), the arms hanging
-    (``"down"``, the rig's own rest) or held out sideways (``"T"``: a T-pose), everything times
-    ``scale``."""
+    (``"down"``, the rig's own rest), 45 degrees out (``"A"``) or held out sideways (``"T"``: a
+    T-pose), everything times ``scale``."""
     sk, off, roles = convention_rig(convention)
     off = off.copy()
     for j, r in enumerate(roles):
@@ -1236,17 +1236,21 @@ def convention_rest(convention="bvh", legs=1.0, arms="down", scale=1.0):
         parent_role = roles[sk.parents[j]].split(".")[0] if sk.parents[j] >= 0 else ""
         if base in ("shin", "foot") or (r == "twist" and parent_role in ("thigh", "shin")):
             off[j] *= legs
-    if arms == "T":
-        for j, r in enumerate(roles):
+    angle = {"down": 0.0, "A": 45.0, "T": 90.0}.get(arms)
+    if angle is None:
+        raise ValueError(f"arms must be 'down', 'A' or 'T', not '{arms}'")
+    if angle:
+        # Every offset inside an arm (below the shoulder joint) turned about the forward axis
+        # (X), out to the side.
+        for j in range(len(roles)):
             p = sk.parents[j]
             inside = p >= 0 and (roles[p].split(".")[0] in ("upperarm", "forearm", "hand") or
                                  roles[p] in ("twist", "finger"))
-            if inside and not roles[p].startswith("clavicle"):
-                side = 1.0 if roles[j].endswith(".L") or off[j][1] > 0 or _arm_side(sk, roles, j) > 0 else -1.0
-                x, y, z = off[j]
-                off[j] = (x, side * abs(z) + (y if abs(y) > abs(z) else 0.0), 0.0 if abs(z) > abs(y) else z)
-    elif arms != "down":
-        raise ValueError(f"arms must be 'down' or 'T', not '{arms}'")
+            if not inside:
+                continue
+            a = np.radians(angle) * _arm_side(sk, roles, j)
+            x, y, z = off[j]
+            off[j] = (x, y * np.cos(a) - z * np.sin(a), y * np.sin(a) + z * np.cos(a))
     rest = rest_joints(sk, off)
     body = [j for j, r in enumerate(roles) if r != "root"]
     rest[:, 2] -= rest[body, 2].min()

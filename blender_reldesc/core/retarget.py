@@ -44,6 +44,7 @@ import numpy as np
 
 from .errors import InputError
 from .geometry import TriMesh, normalize
+from .skeleton import Skeleton
 from .skeleton.rotations import recover_rotations, swing
 
 #: Anchors: roles on the body, and per side.
@@ -1051,27 +1052,50 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
         height = measure_body_height(motion)
         floor = floor_under(np.concatenate([motion, positions], axis=1), floor_z, 0.5 * height)
         mesh = floor
-    binding = bind(target, positions, mesh, progress=progress)
-    now = mesh if edited is None else edited
     if edited is not None and floor is not None:
         raise InputError("an edited environment needs the environment the source moved in (mesh)")
-    lengths = _rest_lengths(target, target_rest)
+    now = mesh if edited is None else edited
+    # The body is the hips and what hangs from them: a root bone above them (Unreal's, on the
+    # floor) is no joint of the body; the descriptors would pull it up a sculpted floor and the
+    # body with it. It is placed again from the adapted hips after.
+    body, sub = _body_of(target, t_roles["hips"])
+    binding = bind(sub, positions[:, body], mesh, progress=progress)
+    lengths = _rest_lengths(target, target_rest)[body]
     # A bone the transfer placed with the source's proportions takes the target's length; an
     # identical skeleton's unedited retarget keeps the source untouched.
-    same = np.isclose(lengths, binding.skeleton.bone_lengths(positions[:1])[0], rtol=1e-9, atol=1e-12)
+    same = np.isclose(lengths, sub.bone_lengths(positions[:1, body])[0], rtol=1e-9, atol=1e-12)
     lengths[same] = np.nan
     lengths = None if np.all(np.isnan(lengths)) else lengths
     adapted = adapt(binding, now, bone_lengths=lengths, progress=progress, **adapt_options)
     final = adapted.positions
+    feet = {r: sub.names.index(target.names[j]) for r, j in t_roles.items() if target.names[j] in sub.names}
     if plant and (lengths is not None or now is not mesh):
-        pins = _stance_pins(binding, positions, adapted.positions, t_roles, fps)
+        pins = _stance_pins(binding, positions[:, body], adapted.positions, feet, fps)
         if pins is not None:
             adapted = adapt(binding, now, bone_lengths=lengths, pins=pins, progress=progress, **adapt_options)
             # A pin the leg cannot reach leaves its bones stretched: the bones as the keys will
             # play them (each from its parent, along the adapted direction, its own length).
-            final = played(target, adapted.positions, binding.skeleton.bone_lengths(positions),
-                           None if lengths is None else lengths)
-    return RetargetResult(final, positions, turns, bone_map, floor, ratio if scaled else 1.0, adapted, binding)
+            final = played(sub, adapted.positions, sub.bone_lengths(positions[:, body]), lengths)
+    out = positions.copy()
+    out[:, body] = final
+    outside = np.setdiff1d(np.arange(len(target)), body)
+    if outside.size:                         # moved as the hips moved (on the floor: horizontally)
+        hips = t_roles["hips"]
+        axes = slice(0, 2) if root_on_floor else slice(0, 3)
+        out[:, outside, axes] += (final[:, body.tolist().index(hips), axes] - positions[:, hips, axes])[:, None]
+    return RetargetResult(out, positions, turns, bone_map, floor, ratio if scaled else 1.0, adapted, binding)
+
+
+def _body_of(skeleton, hips):
+    """``(joints (K,), Skeleton)``: the hips and every joint below them, as a skeleton of its own
+    (the hips its root); all joints when the hips are the skeleton's root."""
+    kids = _children(skeleton)
+    body = np.array(sorted([hips] + _subtree(kids, hips)))
+    if len(body) == len(skeleton):
+        return np.arange(len(skeleton)), skeleton
+    where = {int(j): k for k, j in enumerate(body)}
+    parents = [where.get(int(skeleton.parents[j]), -1) if j != hips else -1 for j in body]
+    return body, Skeleton([skeleton.names[j] for j in body], np.array(parents))
 
 
 def played(skeleton, positions, source_lengths, lengths=None):

@@ -256,3 +256,46 @@ def test_a_source_placed_as_an_fbx_import_gives_the_same_retarget():
     job, report = _job(scene, fbx, tgt, environment="Environment")
     assert report["action"] == "WalkCm.retarget"
     np.testing.assert_allclose(played_joints(scene, tgt, [1, 15, 30]), want, atol=2e-3)
+
+
+class _Layout:
+    """Records what a panel draws (headless: no real UI layout)."""
+
+    def __init__(self, log):
+        self.log, self.enabled, self.scale_y = log, True, 1.0
+
+    def label(self, text="", **kw):
+        self.log.append(("label", text))
+
+    def prop(self, data, name, **kw):
+        self.log.append(("prop", name))
+
+    def operator(self, idname, **kw):
+        self.log.append(("operator", idname, self.enabled))
+
+    def template_list(self, *args, **kw):
+        self.log.append(("list", args[0], args[3]))
+
+    def row(self, **kw):
+        return _Layout(self.log)
+
+    column = box = row
+
+
+def test_the_retarget_panel_finds_lists_and_retargets():
+    from blender_reldesc import panels
+    scene, src, tgt, env = demo.build_retarget_scene("bvh", "mixamo", 1.0, "A", frames=20)
+    log = []
+    panel = type("P", (), {"layout": _Layout(log)})()
+    panels.retarget.RELDESC_PT_retarget.draw(panel, bpy.context)
+    assert ("operator", "reldesc.retarget", False) in log and ("operator", "reldesc.retarget_find_map", False) in log
+    s = scene.reldesc
+    s.retarget_source, s.retarget_target = src, tgt
+    assert bpy.ops.reldesc.retarget_find_map() == {'FINISHED'}
+    log.clear()
+    panels.retarget.RELDESC_PT_retarget.draw(panel, bpy.context)
+    assert ("operator", "reldesc.retarget", True) in log and ("list", "RELDESC_UL_map", "retarget_rows") in log
+    mapped = sum(1 for r in s.retarget_rows if r.source)
+    assert ("label", f"{mapped} of {len(tgt.data.bones)} target bones mapped") in log
+    assert bpy.ops.reldesc.retarget() == {'FINISHED'}                # the panel's picks, no environment
+    assert tgt.animation_data.action.name == "Walk.retarget"

@@ -79,6 +79,15 @@ def _instances(depsgraph, owners):
                 yield (owner.name, tuple(inst.persistent_id), inst.object.original.name), inst
 
 
+def surfaces(collection_name):
+    """``(objects with faces, names without geometry, names without faces)`` of a collection's
+    environment (``environment_objects``; a curve without bevel or extrusion has no faces): what
+    Bind binds and a retarget stands on; the caller warns of the others."""
+    parts, ignored = environment_objects(collection_name)
+    faces = [r[3][1] for r in read_parts(None, parts, triangles=False)]
+    return ([p for p, t in zip(parts, faces) if t], ignored, [p.name for p, t in zip(parts, faces) if not t])
+
+
 def environment_objects(collection_name, depsgraph=None):
     """The parts of a collection's environment (``Part``; its child collections included) sorted by
     name, and the names of its objects that give no geometry (lights, cameras, empties instancing

@@ -160,17 +160,6 @@ def _children(skeleton):
     return kids
 
 
-def _leaves_below(kids, j):
-    out, stack = [], [j]
-    while stack:
-        k = stack.pop()
-        if kids[k]:
-            stack.extend(kids[k])
-        else:
-            out.append(k)
-    return out
-
-
 def _straight(rest, a, b, c):
     """Whether bones a->b and b->c continue one line (or one of them has no length)."""
     u, v = rest[b] - rest[a], rest[c] - rest[b]
@@ -290,7 +279,7 @@ def _roles_from_structure(skeleton, rest, name="the rig"):
         for k in kids[t]:
             if k in on_trunk or k in leg_joints:
                 continue
-            for leaf in _leaves_below(kids, k):
+            for leaf in [m for m in [k] + skeleton.descendants(k) if not kids[m]]:
                 chain = _path(skeleton, t, leaf)
                 length = _arc(rest, chain)[-1]
                 lateral = float((rest[chain].mean(axis=0) - rest[t]) @ left)
@@ -420,7 +409,7 @@ def _pair_chain(out, src_sk, tgt_sk, s_chain, t_chain):
             out.setdefault(tgt_sk.names[t], src_sk.names[s])
 
 
-def _end_of(skeleton, rest, kids, j):
+def _end_of(kids, j):
     """A leaf continuing joint ``j``'s bone (head end, hand end, toe tip), or None."""
     ends = [k for k in kids[j] if not kids[k]]
     return ends[0] if len(ends) == 1 and len(kids[j]) == 1 else None
@@ -491,8 +480,8 @@ def map_bones(source, source_rest, target, target_rest, *, source_preset=None, t
     # Ends: the head's and the hands' tips.
     for role in ("head", "hand.L", "hand.R"):
         if role in s_roles and role in t_roles:
-            s_end = _end_of(source, source_rest, s_kids, s_roles[role])
-            t_end = _end_of(target, target_rest, t_kids, t_roles[role])
+            s_end = _end_of(s_kids, s_roles[role])
+            t_end = _end_of(t_kids, t_roles[role])
             if s_end is not None and t_end is not None:
                 bones.setdefault(target.names[t_end], source.names[s_end])
     # Feet with a toe on one side only: the tips pair (toe tip with foot tip).
@@ -586,7 +575,7 @@ def _along(points, fraction):
     return out
 
 
-def _alignments(source, source_rest, target, target_rest, bones):
+def _alignments(source, source_rest, target, target_rest, bones, heading=None):
     """(Jt,3,3) for each mapped target joint, the rotation taking its source joint's rest
     directions (towards the mapped joints below) onto its own: the source's rest swung onto the
     target's (a T-pose onto an A-pose). Where nothing mapped is below (a hand without fingers),
@@ -595,7 +584,7 @@ def _alignments(source, source_rest, target, target_rest, bones):
     mapped = np.array([n in bones for n in target.names])
     # First the rests' headings (where each faces, about Z); each bone then swings the least from
     # there, so its twist does not depend on which way the rigs stand.
-    heading = _heading(source, source_rest, target, target_rest)
+    heading = np.eye(3) if heading is None else heading
     out = np.tile(heading, (len(target), 1, 1))
     for t in target.order.tolist():
         if not mapped[t]:
@@ -621,19 +610,25 @@ def _alignments(source, source_rest, target, target_rest, bones):
     return out
 
 
-def _heading(source, source_rest, target, target_rest):
+def _heading(source_rest, target_rest, s_roles, t_roles):
     """(3,3) the turn about Z taking the source rest's facing onto the target's (their left hips'
-    side: thigh.L from thigh.R); identity when either has no legs found."""
-    try:
-        rs, rt = find_roles(source, source_rest)[0], find_roles(target, target_rest)[0]
-    except InputError:
+    side: thigh.L from thigh.R); identity when either has no legs found (roles None)."""
+    if s_roles is None or t_roles is None:
         return np.eye(3)
-    u = source_rest[rs["thigh.L"]] - source_rest[rs["thigh.R"]]
-    v = target_rest[rt["thigh.L"]] - target_rest[rt["thigh.R"]]
+    u = source_rest[s_roles["thigh.L"]] - source_rest[s_roles["thigh.R"]]
+    v = target_rest[t_roles["thigh.L"]] - target_rest[t_roles["thigh.R"]]
     u[2] = v[2] = 0.0
     if np.linalg.norm(u) < 1e-9 or np.linalg.norm(v) < 1e-9:
         return np.eye(3)
     return swing(u, v)
+
+
+def _roles_or_none(skeleton, rest):
+    """``find_roles``' anchors, or None for a rig without legs found (then placed without them)."""
+    try:
+        return find_roles(skeleton, rest)[0]
+    except InputError:
+        return None
 
 
 def source_turns_from_positions(source, source_rest, source_motion):
@@ -674,7 +669,7 @@ def reference_pose(source, source_rest, motion, source_turns=None):
 def floor_height(skeleton, motion, roles):
     """The floor under a clip: the lowest its feet (every joint from the ankles down) reach."""
     feet = [j for side in SIDES for r in ("foot", "toe") if r + side in roles
-            for j in [roles[r + side]] + _leaves_below(_children(skeleton), roles[r + side])]
+            for j in [roles[r + side]] + skeleton.descendants(roles[r + side])]
     return float(np.min(np.asarray(motion)[:, feet, 2]))
 
 
@@ -706,16 +701,15 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
         # The same skeleton: the motion as it is (a retarget onto a copy of the source rig).
         return motion.copy(), reference_pose(source, source_rest, motion, source_turns)[1]
     source_rest, source_turns = reference_pose(source, source_rest, motion, source_turns)
-    align = _alignments(source, source_rest, target, target_rest, bones)
+    s_roles, t_roles = _roles_or_none(source, source_rest), _roles_or_none(target, target_rest)
+    align = _alignments(source, source_rest, target, target_rest, bones, _heading(source_rest, target_rest,
+                                                                                  s_roles, t_roles))
     if floor is None:
         floor = float(np.min(motion[..., 2]))
     Jt = len(target)
     pos = np.zeros((F, Jt, 3))
     turns = np.tile(np.eye(3), (F, Jt, 1, 1))
-    try:
-        ground = target_floor(target, target_rest, find_roles(target, target_rest)[0])
-    except InputError:
-        ground = float(np.min(target_rest[:, 2]))
+    ground = target_floor(target, target_rest, t_roles or {})
     plan = _plan(target, target_rest, bones)
     for j, kind, a, d, fraction in plan:
         p = int(target.parents[j])
@@ -741,9 +735,11 @@ def transfer(source, source_rest, source_motion, target, target_rest, bone_map, 
                 pos[:, j] = motion[:, sd] + np.einsum("fij,j->fi", turns[:, j], target_rest[j] - target_rest[d])
         else:
             pos[:, j] = target_rest[j]
-    _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan)
-    if legs is not None:
-        _fit_legs(target, target_rest, pos, turns, plan, legs, stride, fps)
+    if s_roles is not None and t_roles is not None:
+        _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan,
+                    s_roles, t_roles)
+        if legs is not None:
+            _fit_legs(target, target_rest, pos, turns, plan, legs, t_roles, stride, fps)
     # Each bone with one child points at it: the direction the positions give (a chain with
     # more or fewer joints than the source's bends where the source's does).
     kids = _children(target)
@@ -800,7 +796,7 @@ def _footstep_shift(feet, ankle, centre, stride, fps, height):
     return out
 
 
-def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0):
+def _fit_legs(target, target_rest, pos, turns, plan, ratio, roles, stride=1.0, fps=30.0):
     """The legs at the target's lengths, the body above them raised or lowered to fit: by the
     legs' height (hip joint over ankle) times ``ratio`` - 1 (the legs' ratio; everything above
     the hips moves with them), each knee solved between the hip and the ankle with the target's
@@ -809,10 +805,6 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0
     leg much longer than the source's pushes its foot off the ground (the descriptors hold the
     hips where the source's were) and a much shorter one cannot reach it. In place."""
     from .skeleton.joints import two_bone
-    try:
-        roles = find_roles(target, target_rest)[0]
-    except InputError:
-        return
     hips = roles["hips"]
     kids = _children(target)
     kind = {j: k for j, k, _, _, _ in plan}
@@ -824,7 +816,7 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0
         if upper is None or lower is None:
             return
         legs.append((thigh, knee, ankle, upper, lower))
-        fixed.update(upper[1:] + lower[1:] + _subtree(kids, ankle))
+        fixed.update(upper[1:] + lower[1:] + target.descendants(ankle))
     moving = np.array([j not in fixed for j in range(len(target))])
     if stride != 1.0:
         # The hips' path spread by ``stride`` about where they start, the body carried along
@@ -832,7 +824,7 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0
         centre = pos[0, hips, :2].copy()
         pos[:, moving, :2] += (stride - 1.0) * (pos[:, hips, :2] - centre)[:, None]
         for _, _, ankle, _, _ in legs:
-            foot = [ankle] + _subtree(kids, ankle)
+            foot = [ankle] + target.descendants(ankle)
             shift = _footstep_shift(pos[:, foot, :2], pos[:, ankle, :2], centre, stride, fps, height)
             pos[:, foot, :2] += shift[:, None]
     # The legs' height (hip joint over ankle, both legs' mean) grows with them, and no more than
@@ -852,7 +844,7 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0
         pos[:, knee], end = two_bone(pos[:, thigh], pos[:, knee], pos[:, ankle], l1, l2)
         # An ankle out of the leg's reach comes along the leg (the foot with it): the lengths hold.
         shift = end - pos[:, ankle]
-        for j in [ankle] + _subtree(kids, ankle):
+        for j in [ankle] + target.descendants(ankle):
             pos[:, j] += shift
         for chain, (a, b) in ((upper, (thigh, knee)), (lower, (knee, ankle))):
             arc = _arc(target_rest, chain)
@@ -867,27 +859,17 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, stride=1.0, fps=30.0
                         @ turns[:, j]
                 for k in kids[j]:                        # rigid helpers off the leg (twist leaves)
                     if kind[k] == "rigid" and k not in chain:
-                        for m in [k] + _subtree(kids, k):
+                        for m in [k] + target.descendants(k):
                             p = int(target.parents[m])
                             pos[:, m] = pos[:, p] + np.einsum("fij,j->fi", turns[:, p],
                                                               target_rest[m] - target_rest[p])
                             turns[:, m] = turns[:, p]
 
 
-def _subtree(kids, j):
-    out, stack = [], list(kids[j])
-    while stack:
-        k = stack.pop()
-        out.append(k)
-        stack.extend(kids[k])
-    return out
-
-
 def target_floor(target, target_rest, roles):
     """The floor under a rest pose: its feet's lowest joint (not a root bone that sits elsewhere)."""
-    kids = _children(target)
     feet = [j for side in SIDES if "foot" + side in roles
-            for j in [roles["foot" + side]] + _subtree(kids, roles["foot" + side])]
+            for j in [roles["foot" + side]] + target.descendants(roles["foot" + side])]
     return float(target_rest[feet, 2].min()) if feet else float(target_rest[:, 2].min())
 
 
@@ -897,7 +879,8 @@ def standing_height(motion, joints, floor):
     return np.percentile(np.asarray(motion)[:, joints, 2] - floor, 5, axis=0)
 
 
-def _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan):
+def _stand_feet(source, source_rest, motion, floor, source_turns, target, target_rest, bones, pos, turns, plan,
+                s_roles, t_roles):
     """Each target foot on the ground by its own sole: the ankle where the source's is, raised or
     lowered by how much higher the target's ankle stands above its floor than the source's
     (``standing_height``); the
@@ -906,11 +889,7 @@ def _stand_feet(source, source_rest, motion, floor, source_turns, target, target
     flat, whatever the angle of its bone), with the target's own lengths, so a longer or shorter
     foot keeps its shape instead of being stretched between the source's ankle and toe tip. In
     place on ``pos`` and ``turns``."""
-    try:
-        s_roles = find_roles(source, source_rest)[0]
-        t_roles = find_roles(target, target_rest)[0]
-    except InputError:
-        return
+    source_leaves, target_leaves = set(source.leaves.tolist()), set(target.leaves.tolist())
     kind = {j: k for j, k, _, _, _ in plan}
     t_floor = target_floor(target, target_rest, t_roles)
     for side in SIDES:
@@ -920,15 +899,14 @@ def _stand_feet(source, source_rest, motion, floor, source_turns, target, target
         lift = (target_rest[t_ankle, 2] - t_floor) - standing_height(motion, [s_ankle], floor)[0]
         pos[:, t_ankle, 2] += lift
         # The feet's headings differ by the source reference's heading: turned about Z alone.
-        s_tip = _leaves_below(_children(source), s_ankle)
-        t_tip = _leaves_below(_children(target), t_ankle)
+        s_tip = [j for j in [s_ankle] + source.descendants(s_ankle) if j in source_leaves]
+        t_tip = [j for j in [t_ankle] + target.descendants(t_ankle) if j in target_leaves]
         u = source_rest[s_tip].mean(axis=0) - source_rest[s_ankle]
         v = target_rest[t_tip].mean(axis=0) - target_rest[t_ankle]
         u[2] = v[2] = 0.0
         heading = swing(u, v) if np.linalg.norm(u) > 1e-9 and np.linalg.norm(v) > 1e-9 else np.eye(3)
         turns[:, t_ankle] = source_turns[:, s_ankle] @ heading.T
-        below = [j for j in target.order.tolist() if t_ankle in _ancestors(target, j)]
-        for j in below:
+        for j in target.descendants(t_ankle):
             p = int(target.parents[j])
             pos[:, j] = pos[:, p] + np.einsum("fij,j->fi", turns[:, p], target_rest[j] - target_rest[p])
             turns[:, j] = source_turns[:, source.index(bones[target.names[j]])] @ heading.T \
@@ -1089,8 +1067,7 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
 def _body_of(skeleton, hips):
     """``(joints (K,), Skeleton)``: the hips and every joint below them, as a skeleton of its own
     (the hips its root); all joints when the hips are the skeleton's root."""
-    kids = _children(skeleton)
-    body = np.array(sorted([hips] + _subtree(kids, hips)))
+    body = np.array(sorted([hips] + skeleton.descendants(hips)))
     if len(body) == len(skeleton):
         return np.arange(len(skeleton)), skeleton
     where = {int(j): k for k, j in enumerate(body)}

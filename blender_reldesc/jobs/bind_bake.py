@@ -51,13 +51,10 @@ class BindJob:
     def read(self):
         t0 = time.perf_counter()
         self.action = adapter.actions.source_action(self.arm)
-        parts, ignored = adapter.mesh.environment_objects(self.environment)
+        # Parts with no faces (a curve without bevel or extrusion) have no surface to describe.
+        self.objects, ignored, self.no_surface = adapter.mesh.surfaces(self.environment)
         if ignored:
             self.warn(f"ignored objects without geometry in '{self.environment}': {', '.join(ignored)}")
-        # Parts with no faces (a curve without bevel or extrusion) have no surface to describe.
-        faces = [r[3][1] for r in adapter.mesh.read_parts(None, parts, triangles=False)]
-        self.objects = [p for p, t in zip(parts, faces) if t]
-        self.no_surface = [p.name for p, t in zip(parts, faces) if not t]
         if self.no_surface:
             self.warn(f"ignored objects without faces in '{self.environment}' (give a curve a bevel or extrusion "
                       f"to make it a surface): {', '.join(self.no_surface)}")

@@ -81,19 +81,25 @@ def escape_identifier(name):
     return "".join(_ESCAPES.get(c, c) for c in name)
 
 
-def prepare(options, settings, bound):
-    """What a bake of ``bound`` keys, read before its compute: ``(options, baked, channels,
-    wanted)``: the checked options (``options`` a ``BakeOptions``, or a dict of changes to the
-    panel's, ``settings``), the bound frames baked (bool), ``channels(bound)`` and the
-    (data path, index) of each channel's curves."""
+def checked_options(options, settings, frames):
+    """``(checked BakeOptions, the frames baked (bool over ``frames``))``: ``options`` a
+    ``BakeOptions``, or a dict of changes to the panel's (``settings``)."""
     if isinstance(options, dict):
         changed = bake_options(settings)
         for k, v in options.items():
             setattr(changed, k, v)
         options = changed
-    options = options.checked(bound.frames)
+    options = options.checked(frames)
     start, end = options.frames
-    baked = (bound.frames >= start) & (bound.frames <= end)
+    return options, (frames >= start) & (frames <= end)
+
+
+def prepare(options, settings, bound):
+    """What a bake of ``bound`` keys, read before its compute: ``(options, baked, channels,
+    wanted)``: the checked options (``options`` a ``BakeOptions``, or a dict of changes to the
+    panel's, ``settings``), the bound frames baked (bool), ``channels(bound)`` and the
+    (data path, index) of each channel's curves."""
+    options, baked = checked_options(options, settings, bound.frames)
     writable = channels(bound)
     wanted = {(p, k) for _, _, p, width in writable for k in range(width)}
     return options, baked, writable, wanted

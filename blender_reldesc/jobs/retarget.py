@@ -13,6 +13,7 @@ JSON file (``BoneMap.to_json``), or rows given here (the panel's, edited by the 
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from types import SimpleNamespace
@@ -82,7 +83,7 @@ class _RetargetBound(Bound):
         pose[..., :3, 3] = original[:, self.head_joint]
         return adapted_pose(self.binding.skeleton, self.head_joint, original, adapted, pose, self._primary)
 
-    @property
+    @functools.cached_property
     def _tip_joint(self):
         """(B,) the joint each bone's tail sits on: its connected child's head, its own tail for a
         leaf, -1 for neither."""
@@ -164,41 +165,29 @@ class RetargetJob:
         self.placement = np.broadcast_to(placement, (len(self.frames), 4, 4)).copy()
         self.target_rest = carried(placement[None], t_rest[None])[0]
         # Bones of the target outside the keyed set that a keyed bone hangs from, as they are now.
-        now = adapter.rig.posed_matrices(tgt, t_rig.outer_names) if t_rig.outer_names else np.zeros((0, 4, 4))
-        outer = np.empty((len(t_rig.outer_names), 4, 4))
-        for i, name in enumerate(t_rig.outer_names):
-            a = t_rig.anchors[name]
-            anchor = adapter.rig.posed_matrices(tgt, [t_rig.names[a]])[0] if a >= 0 else None
-            outer[i] = now[i] if a < 0 else affine_inverse(anchor) @ now[i]
+        O = len(t_rig.outer_names)
+        anchors = [t_rig.anchors[n] for n in t_rig.outer_names]
+        now = adapter.rig.posed_matrices(tgt, list(t_rig.outer_names) + [t_rig.names[a] for a in anchors if a >= 0]) \
+            if O else np.zeros((0, 4, 4))
+        outer = now[:O].copy()
+        held = np.array([a >= 0 for a in anchors], bool)
+        outer[held] = affine_inverse(now[O:]) @ outer[held]
         self.outer_pose = np.broadcast_to(outer, (len(self.frames),) + outer.shape).copy()
         # The environment, when one is given.
         self.mesh = None
         if self.environment:
-            parts, ignored = adapter.mesh.environment_objects(self.environment)
+            objects, ignored, _ = adapter.mesh.surfaces(self.environment)
             if ignored:
                 self.warn(f"ignored objects without geometry in '{self.environment}': {', '.join(ignored)}")
-            faces = [r[3][1] for r in adapter.mesh.read_parts(None, parts, triangles=False)]
-            objects = [p for p, t in zip(parts, faces) if t]
             if not objects:
                 raise SceneError(f"nothing in '{self.environment}' has faces: put the surfaces the source moves on "
                                  "in it, or leave Environment empty for a floor under its feet")
             verts, tris, _, _ = adapter.mesh.read_environment_now(self.scene, objects, self.frames)
             self.mesh = TriMesh(verts, tris)
-        # A root whose child (the hips) hangs from its tail, connected, keeps its distance to them.
-        connected = {t_rig.names[b] for b in np.flatnonzero(t_rig.connected)}
-        self.root_on_floor = not any(t_rig.parents[b] >= 0 and t_rig.parents[t_rig.parents[b]] < 0
-                                     and t_rig.names[b] in connected for b in range(len(t_rig.names)))
         self.preset, self.bone_map = read_map(self.map_choice, self.rows)
-        settings = adapter.scene.settings(self.scene)
-        bound_frames = self.frames
-        if isinstance(self.options, dict):
-            changed = keys.bake_options(settings)
-            for k, v in self.options.items():
-                setattr(changed, k, v)
-            self.options = changed
-        self.options = self.options.checked(bound_frames)
-        start, end = self.options.frames
-        self.baked = (self.frames >= start) & (self.frames <= end)
+        self.options, self.baked = keys.checked_options(self.options, adapter.scene.settings(self.scene),
+                                                        self.frames)
+        start = self.options.frames[0]
         self.fps = self.scene.render.fps / self.scene.render.fps_base
         # Every name the map gives must exist, and the map be checked, before the compute.
         try:
@@ -209,6 +198,11 @@ class RetargetJob:
                     self.target_skeleton, self.target_rest, source_preset=self.preset, target_preset=self.preset,
                     source_name=f"'{src.name}'", target_name=f"'{tgt.name}'")
             self.bone_map.check(self.source_skeleton, self.target_skeleton)
+            # Hips hanging connected from a root bone's tail keep their distance to it: the root
+            # cannot stay on the floor under them.
+            hips = core_retarget.find_roles(self.target_skeleton, self.target_rest,
+                                            name=f"'{tgt.name}'")[0]["hips"]
+            self.root_on_floor = not (t_rig.parents[hips] >= 0 and t_rig.connected[hips])
         except InputError as e:
             raise SceneError(str(e)) from None
         self.target_bypass = adapter.constraint_bypass_curves(tgt, t_rig.names, int(start))

@@ -54,3 +54,28 @@ def mixamo_with_fingers(arm):
     bpy.ops.object.mode_set(mode='OBJECT')
     for b in list(arm.data.bones):
         b.name = "mixamorig:" + b.name
+
+
+class PanelLayout:
+    """Records what a panel draws (headless: no real UI layout): ``log`` gets ("label", text),
+    ("prop", name), ("operator", idname, enabled) and ("list", UIList name, collection name)."""
+
+    def __init__(self, log):
+        self.log, self.enabled, self.scale_y = log, True, 1.0
+
+    def label(self, text="", **kw):
+        self.log.append(("label", text))
+
+    def prop(self, data, name, **kw):
+        self.log.append(("prop", name))
+
+    def operator(self, idname, **kw):
+        self.log.append(("operator", idname, self.enabled))
+
+    def template_list(self, *args, **kw):
+        self.log.append(("list", args[0], args[3]))
+
+    def row(self, **kw):
+        return PanelLayout(self.log)
+
+    column = box = row

@@ -15,7 +15,7 @@ bpy = pytest.importorskip("bpy")
 from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import retarget as R  # noqa: E402
 from blender_reldesc.core.skeleton.armature import joint_layout  # noqa: E402
-from blender_helpers import fcurve_snapshot  # noqa: E402
+from blender_helpers import PanelLayout, fcurve_snapshot  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -258,35 +258,11 @@ def test_a_source_placed_as_an_fbx_import_gives_the_same_retarget():
     np.testing.assert_allclose(played_joints(scene, tgt, [1, 15, 30]), want, atol=2e-3)
 
 
-class _Layout:
-    """Records what a panel draws (headless: no real UI layout)."""
-
-    def __init__(self, log):
-        self.log, self.enabled, self.scale_y = log, True, 1.0
-
-    def label(self, text="", **kw):
-        self.log.append(("label", text))
-
-    def prop(self, data, name, **kw):
-        self.log.append(("prop", name))
-
-    def operator(self, idname, **kw):
-        self.log.append(("operator", idname, self.enabled))
-
-    def template_list(self, *args, **kw):
-        self.log.append(("list", args[0], args[3]))
-
-    def row(self, **kw):
-        return _Layout(self.log)
-
-    column = box = row
-
-
 def test_the_retarget_panel_finds_lists_and_retargets():
     from blender_reldesc import panels
     scene, src, tgt, env = demo.build_retarget_scene("bvh", "mixamo", 1.0, "A", frames=20)
     log = []
-    panel = type("P", (), {"layout": _Layout(log)})()
+    panel = type("P", (), {"layout": PanelLayout(log)})()
     panels.retarget.RELDESC_PT_retarget.draw(panel, bpy.context)
     assert ("operator", "reldesc.retarget", False) in log and ("operator", "reldesc.retarget_find_map", False) in log
     s = scene.reldesc
@@ -299,3 +275,19 @@ def test_the_retarget_panel_finds_lists_and_retargets():
     assert ("label", f"{mapped} of {len(tgt.data.bones)} target bones mapped") in log
     assert bpy.ops.reldesc.retarget() == {'FINISHED'}                # the panel's picks, no environment
     assert tgt.animation_data.action.name == "Walk.retarget"
+
+
+def test_a_retarget_again_replaces_its_own_action_and_keeps_one_in_use():
+    scene, src, tgt, env = demo.build_retarget_scene("bvh", "ue", 1.0, "down", frames=20)
+    _job(scene, src, tgt)
+    assert tgt.animation_data.action.name == "Walk.retarget"
+    _job(scene, src, tgt)                                       # only the target used it: replaced
+    assert [a.name for a in bpy.data.actions if a.name.startswith("Walk.retarget")] == ["Walk.retarget"]
+    assert tgt.animation_data.action.name == "Walk.retarget" and "Walk" in bpy.data.actions
+    kept = bpy.data.actions["Walk.retarget"]
+    kept.use_fake_user = True                                   # the animator keeps it: a new one beside it
+    before = fcurve_snapshot(kept)
+    _, report = _job(scene, src, tgt, options={"step": 2})
+    assert report["action"] == "Walk.retarget.001" and "Walk.retarget" in bpy.data.actions
+    after = fcurve_snapshot(bpy.data.actions["Walk.retarget"])
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)

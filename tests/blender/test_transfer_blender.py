@@ -12,7 +12,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import demo  # noqa: E402
-from blender_helpers import fcurve_snapshot, heads_over_frames  # noqa: E402
+from blender_helpers import PanelLayout, fcurve_snapshot, heads_over_frames  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -78,27 +78,6 @@ def test_command_line_transfer_and_its_errors(tmp_path):
     assert r.returncode == 2
 
 
-class _Layout:
-    """Records what a panel draws (headless: no real UI layout)."""
-
-    def __init__(self, log):
-        self.log, self.enabled = log, True
-
-    def label(self, text="", **kw):
-        self.log.append(("label", text))
-
-    def prop(self, data, name, **kw):
-        self.log.append(("prop", name))
-
-    def operator(self, idname, **kw):
-        self.log.append(("operator", idname, self.enabled))
-
-    def row(self, **kw):
-        return _Layout(self.log)
-
-    column = row
-
-
 def test_the_transfer_panel_runs_the_operator_on_its_objects():
     # The sub-panel picks From / To, names the parts they share, and its button transfers
     # with them (the operator's own arguments left empty).
@@ -106,7 +85,7 @@ def test_the_transfer_panel_runs_the_operator_on_its_objects():
     scene, arm, env = demo.build_transfer_scene(frames=30, target="stool", at=(1.6, 0.8))
     assert bpy.ops.reldesc.bind(armature="Walker", environment="Environment") == {'FINISHED'}
     log = []
-    panel = type("P", (), {"layout": _Layout(log)})()
+    panel = type("P", (), {"layout": PanelLayout(log)})()
     panels.transfer.RELDESC_PT_transfer.draw(panel, bpy.context)
     assert ("operator", "reldesc.transfer", False) in log           # nothing picked yet
     with pytest.raises(RuntimeError, match="pick the object"):

@@ -32,7 +32,10 @@ from blender_reldesc.core import retarget as R  # noqa: E402
 from blender_reldesc.core import synthetic as S  # noqa: E402
 
 REAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
-CLIPS = (("walk_cm_30fps.bvh", 0.01, 0), ("rigify_inplace_24fps.bvh", 1.0, 0))
+#: (file, scale, first frame): the walk's first stretch stands still, then it walks (900), and it
+#: crouches low with its arms up (2700); a clip's first frames alone measured only the standing.
+CLIPS = (("walk_cm_30fps.bvh", 0.01, 0), ("walk_cm_30fps.bvh", 0.01, 900), ("walk_cm_30fps.bvh", 0.01, 2700),
+         ("rigify_inplace_24fps.bvh", 1.0, 0))
 TARGETS = (("mixamo", 1.0, "down"), ("mixamo", 1.15, "down"), ("mixamo", 0.85, "down"), ("rigify", 1.0, "T"),
            ("rigify", 1.0, "A"), ("ue", 1.15, "T"), ("ue", 0.85, "A"), ("arbitrary", 0.85, "down"))
 
@@ -62,7 +65,7 @@ def main():
     ap.add_argument("--frames", type=int, default=300)
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"first {args.frames} frames of each clip")
+          f"{args.frames} frames of each clip from the frame given")
     print()
     print("| clip | target | legs | rest arms | mapped / target joints | method | pose similarity "
           "| planted within 2 cm | stance slide / source (m/s) | bump: planted within 2 cm | seconds |")
@@ -87,7 +90,7 @@ def main():
                 m = R.measure(sk, rest, motion, tsk, trest, pos, ours.bone_map, fps=fps)
                 mb = R.measure(sk, rest, motion, tsk, trest, bump_pos, ours.bone_map, fps=fps, ground=flat,
                                ground_now=bump)
-                print(f"| {name.split('_')[0]} | {conv} | {legs:g} | {arms} | {len(ours.bone_map.bones)} / {len(tsk)} "
+                print(f"| {name.split('_')[0]} {start}- | {conv} | {legs:g} | {arms} | {len(ours.bone_map.bones)} / {len(tsk)} "
                       f"| {label} | {m['pose_similarity']:.4f} | {100 * m['planted_within']:.1f} % "
                       f"| {m['stance_slide']:.3f} / {m['source_stance_slide']:.3f} "
                       f"| {100 * mb['planted_within']:.1f} % | {dt if label == 'ours' else float('nan'):.1f} |")

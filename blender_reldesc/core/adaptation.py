@@ -216,6 +216,9 @@ class Rig:
         self.solver_options = dict(solver_options or {})
         # Ducking (on by default; ``share_compression=False`` gives the descriptors' targets alone).
         self.share_compression = bool(self.solver_options.pop("share_compression", True))
+        # ``trunk_from_lengths=True``: the trunk's compression is measured against its new bone
+        # lengths, not the source's (``retarget``: the bound motion has the source's proportions).
+        self.trunk_from_lengths = bool(self.solver_options.pop("trunk_from_lengths", False))
         # Targets that jump where the source does not are eased (``smooth_jumps``; on by default),
         # on the scale of the source's largest frame-to-frame joint step.
         self.jump_guard = bool(self.solver_options.pop("jump_guard", True))
@@ -349,7 +352,8 @@ class Rig:
             if not has[self.trunk.chain[0]]:
                 self.trunk.reach_feet(b.motion[frames], targets, affinity, self.lengths[frames])
             self.trunk.share_compression(b.motion[frames], frames, targets, affinity, self.lengths[frames],
-                                         hold_hips=bool(has[self.trunk.chain[0]]))
+                                         hold_hips=bool(has[self.trunk.chain[0]]),
+                                         from_lengths=self.trunk_from_lengths)
             self.trunk.place_knees(b.motion[frames], targets, self.lengths[frames])
             targets[:, has] = held
         affinity[:, has] = self.override[has]
@@ -981,11 +985,22 @@ class _TrunkModel:
         lift = np.where(turns, share, 0.0)[:, None] * C.TRUNK_AFFINITY
         affinity[rows[:, None], chain[None]] = np.maximum(affinity[rows][:, chain], lift)
 
-    def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False):
+    def share_compression(self, motion, frames, targets, affinity, lengths, hold_hips=False, from_lengths=False):
         """Move ``targets`` (n,J,3) and raise ``affinity`` (n,J) in place where the trunk is
-        compressed; ``hold_hips``: the hips keep their target (the spine curls from there)."""
+        compressed; ``hold_hips``: the hips keep their target (the spine curls from there);
+        ``from_lengths``: compressed against the trunk's bone ``lengths``, not the source's."""
         chain, root, top = self.chain, self.chain[0], self.chain[-1]
         H = self.body_height
+        if from_lengths:
+            # The trunk as long as its bones are now: a shorter spine is no compression, and
+            # ducking it would sink the hips (a retarget onto a real Mixamo rig: 26 cm under the
+            # shared walk's crouch, the hips below the knees).
+            bones = np.linalg.norm(motion[:, chain[1:]] - motion[:, chain[:-1]], axis=-1).sum(axis=1)
+            # Shorter only: a longer trunk's targets keep the source's length or grow with it, and
+            # measured against its new length they would read as compressed.
+            scale = np.where(bones > 0, lengths[:, chain[1:]].sum(axis=1) / np.maximum(bones, 1e-300), 1.0)
+            scale = np.minimum(scale, 1.0)
+            motion = motion[:, :1] + (motion - motion[:, :1]) * scale[:, None, None]
         s_len = np.linalg.norm(motion[:, top] - motion[:, root], axis=-1)
         t_len = np.linalg.norm(targets[:, top] - targets[:, root], axis=-1)
         want = C.TRUNK_KEEP * s_len

@@ -653,23 +653,128 @@ def stands(skeleton, rest):
 
 def reference_pose(source, source_rest, motion, source_turns=None):
     """``(reference (J,3), turns (F,J,3,3) from it)``: the rest and the turns from it when the rest
-    stands (``stands``), else the clip's first frame and the turns from that frame (a lying
-    rest would make every limb's alignment a quarter turn, and its twist with it)."""
+    stands (``stands``), else a standing pose taken from the clip (``standing_reference``) and the
+    turns from it (a lying rest would make every limb's alignment a quarter turn, and its twist
+    with it)."""
     source_rest = np.asarray(source_rest, float)
+    motion = np.asarray(motion, float)
     if stands(source, source_rest):
         if source_turns is None:
             source_turns = source_turns_from_positions(source, source_rest, motion)
         return source_rest, np.asarray(source_turns, float)
     if source_turns is None:
-        return motion[0].copy(), source_turns_from_positions(source, motion[0], motion)
+        reference, _ = standing_reference(source, motion)
+        return reference, source_turns_from_positions(source, reference, motion)
     source_turns = np.asarray(source_turns, float)
-    return motion[0].copy(), source_turns @ np.swapaxes(source_turns[:1], -1, -2)
+    reference, frames = standing_reference(source, motion)
+    # Each joint's turn at its own reference frame, brought to the reference's heading.
+    yaw = _yaws(source, motion, frames)
+    at = source_turns[frames, np.arange(len(source))]
+    return reference, source_turns @ np.swapaxes(yaw @ at, -1, -2)[None]
+
+
+def _facing(source, motion):
+    """(F,3) where the clip's hips face each frame, about Z (the left hip's side, horizontal), or
+    None when no legs are found."""
+    try:
+        roles = find_roles(source, motion[0])[0]
+    except InputError:
+        return None
+    side = motion[:, roles["thigh.L"]] - motion[:, roles["thigh.R"]]
+    side[:, 2] = 0.0
+    if np.any(np.linalg.norm(side, axis=1) < 1e-9):
+        return None
+    return normalize(side)
+
+
+def _yaws(source, motion, frames):
+    """(J,3,3) the turn about Z taking the facing at each joint's reference frame onto the first
+    frame's."""
+    facing = _facing(source, motion)
+    if facing is None:
+        return np.tile(np.eye(3), (len(source), 1, 1))
+    return _about_z(facing[frames], facing[0])
+
+
+def _about_z(u, v):
+    """(...,3,3) the turns about Z taking horizontal unit directions ``u`` onto ``v`` (a half turn
+    too, which ``swing`` leaves to any axis)."""
+    u, v = np.broadcast_arrays(u, v)
+    a = np.arctan2(u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0], np.einsum("...i,...i", u, v))
+    c, s = np.cos(a), np.sin(a)
+    out = np.zeros(a.shape + (3, 3))
+    out[..., 0, 0], out[..., 0, 1], out[..., 1, 0], out[..., 1, 1], out[..., 2, 2] = c, -s, s, c, 1.0
+    return out
+
+
+def standing_reference(source, motion):
+    """``(pose (J,3), frames (J,))``: a standing pose assembled from the clip, for a source whose
+    rest does not stand. Each joint's turn comes from the frame ``frames[j]`` where what it
+    carries looks most like the clip at rest: a leg (hip, knee, ankle, toes) from the frame its
+    foot is flattest on the floor and stillest (ankle and toe at their standing heights), every
+    other joint from the frame whose bones below it point nearest their mean direction over the
+    clip (an arm mid-swing, the trunk's mean lean); each frame turned to the first frame's facing.
+    The first frame alone (a walk's stride, one foot pitched) would tilt a foot for the whole
+    clip: toes 4-11 cm above the floor over the shared walk's stance phases."""
+    motion = np.asarray(motion, float)
+    F, J = motion.shape[:2]
+    frames = np.zeros(J, int)
+    facing = _facing(source, motion)
+    if facing is None or F == 1:
+        return motion[0].copy(), frames
+    yaw = _about_z(facing, facing[0])                                          # (F,3,3) to frame 0
+    parents = source.parents
+    kids = _children(source)
+    roles = find_roles(source, motion[0])[0]
+    height = max(float(np.ptp(motion[0, :, 2])), 1e-9)
+    legs = set()
+    floor = floor_height(source, motion, roles)
+    for side in SIDES:
+        chain = [roles[r + side] for r in ("thigh", "shin", "foot", "toe") if r + side in roles]
+        feet = [roles[r + side] for r in ("foot", "toe") if r + side in roles]
+        joints = set(chain) | set(source.descendants(roles["thigh" + side]))
+        flat = np.abs(motion[:, feet, 2] - floor - standing_height(motion, feet, floor)).sum(axis=1)
+        still = np.zeros(F)
+        still[1:] = np.linalg.norm(np.diff(motion[:, feet[0], :2], axis=0), axis=1)
+        still[0] = still[1]
+        k = int(np.argmin((flat + still) / height))
+        for j in joints:
+            frames[j] = k
+        legs |= joints
+    for j in range(J):
+        if j in legs or not kids[j]:
+            continue
+        d = normalize(motion[:, kids[j]] - motion[:, [j]])                       # (F,K,3)
+        d = np.einsum("fab,fkb->fka", yaw, d)
+        mean = normalize(d.mean(axis=0))
+        frames[j] = int(np.argmin(np.sum((d - mean) ** 2, axis=(1, 2))))
+    pose = np.empty((J, 3))
+    for j in source.order.tolist():
+        p = int(parents[j])
+        if p < 0:
+            pose[j] = motion[0, j]
+        else:
+            k = frames[p]
+            pose[j] = pose[p] + yaw[k] @ (motion[k, j] - motion[k, p])
+    return pose, frames
 
 
 def floor_height(skeleton, motion, roles):
-    """The floor under a clip: the lowest its feet (every joint from the ankles down) reach."""
-    feet = [j for side in SIDES for r in ("foot", "toe") if r + side in roles
-            for j in [roles[r + side]] + skeleton.descendants(roles[r + side])]
+    """The floor under a clip: the lowest its feet reach, the ankles, the toes and every joint
+    below them; where a toe joint is found, not the ends of its chains. An end is where a leaf
+    bone stops, and beyond a toe nothing says where that is: Blender's BVH import gives a leaf toe
+    bone its parent's length, and the shared walk's 17 cm toes point 15 cm into the floor
+    mid-swing (a fifth of the frames). A foot without a toe joint (the in-place clip's
+    ``foot.L_end``) has only its end for the sole."""
+    has_child = np.zeros(len(skeleton), bool)
+    has_child[skeleton.parents[skeleton.parents >= 0]] = True
+    feet = []
+    for side in SIDES:
+        toe = "toe" + side in roles
+        for r in ("foot", "toe"):
+            if r + side in roles:
+                j = roles[r + side]
+                feet += [j] + [k for k in skeleton.descendants(j) if has_child[k] or not toe]
     return float(np.min(np.asarray(motion)[:, feet, 2]))
 
 
@@ -911,6 +1016,21 @@ def _stand_feet(source, source_rest, motion, floor, source_turns, target, target
             pos[:, j] = pos[:, p] + np.einsum("fij,j->fi", turns[:, p], target_rest[j] - target_rest[p])
             turns[:, j] = source_turns[:, source.index(bones[target.names[j]])] @ heading.T \
                 if kind[j] == "mapped" else turns[:, p]
+        # On its toes (the source's heel up, its toe down) a foot turns about the toe: a foot of
+        # another shape (the target's ankle higher, its toe nearer) turned as much about its ankle
+        # would lift the toe off the floor or push it in. The foot is raised or lowered until its
+        # toe stands as high as the source's, by how far the heel is up.
+        s_toe, t_toe = s_roles.get("toe" + side), t_roles.get("toe" + side)
+        if s_toe is None or t_toe is None or bones.get(target.names[t_toe]) != source.names[s_toe]:
+            continue
+        stand = standing_height(motion, [s_ankle, s_toe], floor)
+        heel = motion[:, s_ankle, 2] - floor - stand[0]
+        toe = motion[:, s_toe, 2] - floor - stand[1]
+        w = np.clip((heel - toe) / (0.01 * max(float(np.ptp(source_rest[:, 2])), 1e-9)), 0.0, 1.0)
+        want = floor + toe + (target_rest[t_toe, 2] - t_floor)
+        dz = w * (want - pos[:, t_toe, 2])
+        for j in [t_ankle] + target.descendants(t_ankle):
+            pos[:, j, 2] += dz
 
 
 def _yaw(turn):
@@ -1044,6 +1164,10 @@ def retarget(source, source_rest, source_motion, target, target_rest, mesh=None,
     same = np.isclose(lengths, sub.bone_lengths(positions[:1, body])[0], rtol=1e-9, atol=1e-12)
     lengths[same] = np.nan
     lengths = None if np.all(np.isnan(lengths)) else lengths
+    if adapt_options.get("solver", "descriptors") == "descriptors":
+        # The bound motion has the source's proportions: a trunk shorter than the source's is the
+        # target's, not a duck (``Rig``'s ``trunk_from_lengths``).
+        adapt_options["solver_options"] = {"trunk_from_lengths": True, **(adapt_options.get("solver_options") or {})}
     adapted = adapt(binding, now, bone_lengths=lengths, progress=progress, **adapt_options)
     final = adapted.positions
     feet = {r: sub.names.index(target.names[j]) for r, j in t_roles.items() if target.names[j] in sub.names}

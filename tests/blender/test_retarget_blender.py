@@ -291,3 +291,22 @@ def test_a_retarget_again_replaces_its_own_action_and_keeps_one_in_use():
     assert report["action"] == "Walk.retarget.001" and "Walk.retarget" in bpy.data.actions
     after = fcurve_snapshot(bpy.data.actions["Walk.retarget"])
     assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_a_frame_range_retargets_those_frames_only():
+    # A user who bakes 300 frames of a 4000-frame capture waits for 300 (70 s before on the shared
+    # walk, all of it retargeted); the range keys as the whole clip's retarget does there.
+    from blender_reldesc.jobs.keys import BakeOptions
+    from blender_reldesc.adapter import SceneError
+    scene, src, tgt, env = demo.build_retarget_scene("mixamo", "ue", 1.0, "A", frames=40)
+    whole, _ = _job(scene, src, tgt)
+    part, report = _job(scene, src, tgt, options=BakeOptions(frames=(11, 30)))
+    assert report["frames"] == 20 and report["bake"]["frame_start"] == 11 and report["bake"]["frame_end"] == 30
+    assert len(part.source_motion) == 20 and report["planted_within"] >= 0.99
+    got = played_joints(scene, tgt, np.arange(11, 31))
+    assert np.abs(got - part.result.positions).max() < 1e-3
+    assert np.abs(got - whole.result.positions[10:30]).max() < 0.03
+    keyed = np.concatenate([co[0::2] for co in fcurve_snapshot(tgt.animation_data.action).values()])
+    assert keyed.min() == 11 and keyed.max() == 30
+    with pytest.raises(SceneError, match="frame"):
+        _job(scene, src, tgt, options=BakeOptions(frames=(11, 400)))

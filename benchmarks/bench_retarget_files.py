@@ -24,9 +24,24 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
+def generated(spec, name):
+    """``generated:CONVENTION[:LEGS[:ARMS]]``: a rig of ``synthetic.convention_rest`` (legs LEGS
+    times as long, arms down, A or T) standing at the origin."""
+    from blender_reldesc.core import synthetic as S
+    from blender_reldesc.demo.scenes import _main_child, build_skeleton_armature
+    parts = spec.split(":")[1:]
+    conv = parts[0]
+    legs = float(parts[1]) if len(parts) > 1 else 1.0
+    arms = parts[2] if len(parts) > 2 else "down"
+    sk, rest = S.convention_rest(conv, legs=legs, arms=arms)
+    return build_skeleton_armature(sk, rest, name, _main_child(conv, sk))
+
+
 def import_file(path, name, bvh_scale):
     """The armature a file brings in, renamed ``name`` (its action ``name_action``)."""
     import bpy
+    if str(path).startswith("generated:"):
+        return generated(str(path), name)
     before = set(bpy.data.objects)
     if path.suffix.lower() == ".fbx":
         bpy.ops.import_scene.fbx(filepath=str(path))
@@ -47,13 +62,14 @@ def import_file(path, name, bvh_scale):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=pathlib.Path, required=True, help="the clip: .bvh or .fbx")
-    ap.add_argument("--target", type=pathlib.Path, required=True, help="the character: .fbx")
+    ap.add_argument("--target", type=pathlib.Path, required=True,
+                    help="the character: .fbx, or generated:CONVENTION[:LEGS[:ARMS]] (a generated rig)")
     ap.add_argument("--windows", nargs="*", default=None, metavar="START:END",
                     help="frame ranges to retarget (default: the whole clip)")
     ap.add_argument("--bvh-scale", type=float, default=0.01, help="the BVH importer's scale (default 0.01: cm)")
     args = ap.parse_args()
     for p in (args.source, args.target):
-        if not p.exists():
+        if not str(p).startswith("generated:") and not p.exists():
             raise SystemExit(f"bench_retarget_files: {p} not found")
     import bpy
     import addon_utils                                   # importable once bpy is
@@ -70,7 +86,7 @@ def main():
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"Blender {bpy.app.version_string}")
     print(f"source: {args.source.name} ({len(src.data.bones)} bones, frames {start}-{end}, object scale "
-          f"{tuple(round(v, 4) for v in src.scale)}); target: {args.target.name} ({len(tgt.data.bones)} bones, "
+          f"{tuple(round(v, 4) for v in src.scale)}); target: {args.target} ({len(tgt.data.bones)} bones, "
           f"object rotation {tuple(round(v, 3) for v in tgt.rotation_euler)}, scale {tuple(round(v, 4) for v in tgt.scale)})")
     print()
     print("| frames | map | mapped / target bones | pose similarity | planted within 2 cm | stance slide / source (m/s) "

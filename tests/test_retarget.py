@@ -262,3 +262,22 @@ def test_a_crouch_onto_a_shorter_trunk_keeps_the_hips_over_the_knees(monkeypatch
     # on the real rig 26 cm).
     sunk = R.retarget(sk, rest, motion, sk, trest, solver_options={"trunk_from_lengths": False})
     assert (motion[:, hips, 2] - sunk.positions[:, hips, 2]).max() > 0.01
+
+
+@pytest.mark.parametrize("legs", [0.85, 1.15])
+def test_spread_footsteps_keep_the_knees_bending_as_the_source_s(walk, legs):
+    # Without an environment the hips' path and the footsteps spread with the legs; the knees go
+    # with them (left where they were, metres behind the hips at the end of a walk, they turned
+    # backwards: thigh cosine -0.04 on the shared walk with legs 15 % shorter).
+    sk, rest, motion = S.convention_clip("bvh", walk)
+    tsk, trest = S.convention_rest("mixamo", legs=legs)
+    out = R.retarget(sk, rest, motion, tsk, trest)
+    assert abs(out.stride - 1.0) > 0.05
+    for side in ("Left", "Right"):
+        t = [tsk.index(f"mixamorig:{side}{n}") for n in ("UpLeg", "Leg", "Foot")]
+        s = [sk.index(f"{side}{n}") for n in ("Hip", "Knee", "Ankle")]
+        for (a, b), (c, d) in (((t[0], t[1]), (s[0], s[1])), ((t[1], t[2]), (s[1], s[2]))):
+            u = out.positions[:, b] - out.positions[:, a]
+            v = motion[:, d] - motion[:, c]
+            cos = np.einsum("fi,fi->f", u, v) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+            assert cos.min() > 0.9, (side, cos.min())

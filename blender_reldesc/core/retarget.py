@@ -84,6 +84,10 @@ PRESETS = {
 COLLINEAR_DEGREES = 12.0
 #: A leg fitted onto its foot keeps this share of its length in reserve (not quite straight).
 REACH_MARGIN = 0.005
+#: A foot this high above its lowest (in body heights; its lowest joint) still stands for the legs' reach; above
+#: it the reach gives way by ``LIFT_SLACK`` times the rest of its height (no jump when it lifts).
+LIFT_GROUNDED = 0.02
+LIFT_SLACK = 4.0
 #: A bone off the chest starting within this many body heights of the spine's side is a clavicle.
 CLAVICLE_REACH = 0.05
 
@@ -927,21 +931,29 @@ def _fit_legs(target, target_rest, pos, turns, plan, ratio, roles, stride=1.0, f
         # The hips' path spread by ``stride`` about where they start, the body carried along
         # unchanged; each foot put down ``stride`` times as far out (a still foot stays still).
         centre = pos[0, hips, :2].copy()
-        pos[:, moving, :2] += (stride - 1.0) * (pos[:, hips, :2] - centre)[:, None]
-        for _, _, ankle, _, _ in legs:
+        body = (stride - 1.0) * (pos[:, hips, :2] - centre)
+        pos[:, moving, :2] += body[:, None]
+        for _, knee, ankle, upper, lower in legs:
             foot = [ankle] + target.descendants(ankle)
             shift = _footstep_shift(pos[:, foot, :2], pos[:, ankle, :2], centre, stride, fps, height)
             pos[:, foot, :2] += shift[:, None]
+            # The knee (the bend plane's pole) half way between: left where it was, metres behind
+            # a spread walk's hips, it turned the knee backwards (thigh cosine -0.04).
+            pos[:, upper[1:] + lower[1:-1], :2] += (0.5 * (body + shift))[:, None]
     # The legs' height (hip joint over ankle, both legs' mean) grows with them, and no more than
-    # lets each leg reach its foot (a shorter character crouches a little to reach the source's
-    # footsteps); the feet stand.
+    # lets each leg on the ground reach its foot (a shorter character crouches a little to reach
+    # the source's footsteps); the feet stand. A foot in the air gives way instead, the more the
+    # higher it is (a leg raised high out of a shorter leg's reach crouched the body 0.5 m).
     dz = (ratio - 1.0) * np.mean([pos[:, thigh, 2] - pos[:, ankle, 2] for thigh, _, ankle, _, _ in legs], axis=0)
     for thigh, knee, ankle, _, _ in legs:
         reach = (np.linalg.norm(target_rest[knee] - target_rest[thigh])
                  + np.linalg.norm(target_rest[ankle] - target_rest[knee])) * (1.0 - REACH_MARGIN)
         across = np.linalg.norm(pos[:, thigh, :2] - pos[:, ankle, :2], axis=-1)
         up = np.sqrt(np.maximum(reach ** 2 - across ** 2, 0.0))
-        dz = np.minimum(dz, up - (pos[:, thigh, 2] - pos[:, ankle, 2]))
+        foot = [ankle] + target.descendants(ankle)
+        lift = (pos[:, foot, 2] - pos[:, foot, 2].min(axis=0)).min(axis=1)     # on its toes it stands
+        slack = LIFT_SLACK * np.maximum(lift - LIFT_GROUNDED * height, 0.0)
+        dz = np.minimum(dz, up - (pos[:, thigh, 2] - pos[:, ankle, 2]) + slack)
     pos[:, moving, 2] += dz[:, None]
     for thigh, knee, ankle, upper, lower in legs:
         l1 = np.linalg.norm(target_rest[knee] - target_rest[thigh])

@@ -331,8 +331,18 @@ class Bound:
         idx = slice(None) if frames is None else frames
         new = self.adapted_pose(positions, frames)
         rig = self.rig
-        played = np.empty_like(new)
         F, B = new.shape[:2]
+        if self._rigid_keys(new):
+            # Every bone rigid (no stretch, no shear) and none hanging from an outside parent:
+            # each bone against its parent in one step, and the keys play the pose exactly (a
+            # live frame of a 27-joint character: about 1 ms less, twice that for a pair).
+            parent = np.empty_like(new)
+            roots = rig.parents < 0
+            parent[:, roots] = np.eye(4)
+            parent[:, ~roots] = new[:, rig.parents[~roots]]
+            basis = self._inv_local @ affine_inverse(parent) @ new
+            return basis[..., :3, :3].copy(), np.ones((F, B, 3)), basis[..., :3, 3].copy(), new.copy()
+        played = np.empty_like(new)
         rot, scale, loc = np.empty((F, B, 3, 3)), np.empty((F, B, 3)), np.empty((F, B, 3))
         absolute = self.played_outer[idx] if outer is None and self.played_outer is not None else None
         relative = None if absolute is not None else (self.outer_pose[idx] if outer is None else outer)
@@ -355,6 +365,15 @@ class Bound:
             basis[..., :3, :3] = r * sc[..., None, :]                     # what the keys play
             played[:, bones] = parent @ lv.local @ basis
         return rot, scale, loc, played
+
+    def _rigid_keys(self, new):
+        """Whether ``keyable_basis`` may key ``new`` (F,B,4,4) bone by bone against its parent at
+        once: no bone hangs from an outside parent and every posed bone is a proper rotation."""
+        if len(self._outer_layout[1]):
+            return False
+        r = new[..., :3, :3]
+        gram = np.einsum("...ji,...jk->...ik", r, r)
+        return bool(np.abs(gram - np.eye(3)).max() < 1e-9 and np.linalg.det(r).min() > 0.0)
 
     @functools.cached_property
     def _levels(self):

@@ -1246,9 +1246,24 @@ def _stance_pins(binding, transferred, positions, roles, fps):
     F, J, _ = positions.shape
     pins = np.full((F, J, 3), np.nan)
     frames = np.arange(F)
+    # A foot on its toes moves as one: its ankle, free there, takes the toe's footstep (its own
+    # offset, held from its last flat stance, left it where the foot could not reach the toe's
+    # pin on a bump's flank: the toe 2-3 cm up at toe-off).
+    toe_of = {roles["foot" + side]: roles["toe" + side] for side in SIDES if "foot" + side in roles and "toe" + side in roles}
     for j in sorted({p.effector for p in phases}):
-        own = sorted((p.start, p.end) for p in phases if p.effector == j)
-        offsets = np.array([(positions[a:b + 1, j] - transferred[a:b + 1, j]).mean(axis=0) for a, b in own])
+        own = [(p.start, p.end, j) for p in phases if p.effector == j]
+        t = toe_of.get(j)
+        if t is not None:
+            down = np.zeros(F, bool)
+            for p in phases:
+                if p.effector == j:
+                    down[p.start:p.end + 1] = True
+            for p in phases:
+                if p.effector == t and not down[p.start:p.end + 1].any():
+                    own.append((p.start, p.end, t))
+        own.sort()
+        offsets = np.array([(positions[a:b + 1, k] - transferred[a:b + 1, k]).mean(axis=0) for a, b, k in own])
+        own = [(a, b) for a, b, _ in own]
         offset = np.empty((F, 3))
         offset[:] = offsets[0]
         for k, (a, b) in enumerate(own):

@@ -670,11 +670,10 @@ def reference_pose(source, source_rest, motion, source_turns=None):
         reference, _ = standing_reference(source, motion)
         return reference, source_turns_from_positions(source, reference, motion)
     source_turns = np.asarray(source_turns, float)
-    reference, frames = standing_reference(source, motion)
+    reference, frames, yaw = _standing(source, motion)
     # Each joint's turn at its own reference frame, brought to the reference's heading.
-    yaw = _yaws(source, motion, frames)
     at = source_turns[frames, np.arange(len(source))]
-    return reference, source_turns @ np.swapaxes(yaw @ at, -1, -2)[None]
+    return reference, source_turns @ np.swapaxes(yaw[frames] @ at, -1, -2)[None]
 
 
 def _facing(source, motion):
@@ -689,15 +688,6 @@ def _facing(source, motion):
     if np.any(np.linalg.norm(side, axis=1) < 1e-9):
         return None
     return normalize(side)
-
-
-def _yaws(source, motion, frames):
-    """(J,3,3) the turn about Z taking the facing at each joint's reference frame onto the first
-    frame's."""
-    facing = _facing(source, motion)
-    if facing is None:
-        return np.tile(np.eye(3), (len(source), 1, 1))
-    return _about_z(facing[frames], facing[0])
 
 
 def _about_z(u, v):
@@ -720,12 +710,18 @@ def standing_reference(source, motion):
     clip (an arm mid-swing, the trunk's mean lean); each frame turned to the first frame's facing.
     The first frame alone (a walk's stride, one foot pitched) would tilt a foot for the whole
     clip: toes 4-11 cm above the floor over the shared walk's stance phases."""
+    return _standing(source, motion)[:2]
+
+
+def _standing(source, motion):
+    """``standing_reference``'s ``(pose, frames)`` and each frame's turn about Z onto the first
+    frame's facing (F,3,3) (identity where no legs are found)."""
     motion = np.asarray(motion, float)
     F, J = motion.shape[:2]
     frames = np.zeros(J, int)
     facing = _facing(source, motion)
     if facing is None or F == 1:
-        return motion[0].copy(), frames
+        return motion[0].copy(), frames, np.tile(np.eye(3), (F, 1, 1))
     yaw = _about_z(facing, facing[0])                                          # (F,3,3) to frame 0
     parents = source.parents
     kids = _children(source)
@@ -760,7 +756,7 @@ def standing_reference(source, motion):
         else:
             k = frames[p]
             pose[j] = pose[p] + yaw[k] @ (motion[k, j] - motion[k, p])
-    return pose, frames
+    return pose, frames, yaw
 
 
 def floor_height(skeleton, motion, roles):

@@ -61,6 +61,11 @@ def build_parser(blender_command=False):
                         "moved onto a stool; pair: two characters holding hands, one grown 20 %%; garment: a skirt "
                         "carried onto a walk whose legs got 15 %% longer; retarget: a walk on a Mixamo rig put on a "
                         "bigger Rigify rig with shorter legs, the naive retarget beside ours")
+    p = sub.add_parser("examples", help="write each demo scene as a .blend, bound and edited, ready to bake")
+    p.add_argument("-o", "--output", metavar="OUT_DIR", default="examples", help="folder for the example files")
+    p.add_argument("--scene", choices=("start",) + DEMO_SCENES, action="append", metavar="SCENE",
+                   help="only this scene (repeatable; default: all: start, the getting-started scene, nothing "
+                        "bound yet, and " + ", ".join(DEMO_SCENES) + ")")
     return parser
 
 
@@ -89,6 +94,12 @@ def run(argv, blender_command=False, progress=None):
             report = demo.run(args.output, scene_name=args.scene)
             print(f"reldesc: demo written to {os.path.abspath(args.output)} "
                   f"({report['frames']} frames, bone-length error {100 * report['bone_length_error_mean']:.3f} % mean)")
+            return 0
+        if args.command == "examples":
+            from . import demo
+            paths = demo.write_examples(args.output, args.scene,
+                                        progress=lambda name, path: print(f"reldesc: wrote {path}"))
+            print(f"reldesc: {len(paths)} example files in {os.path.abspath(args.output)}")
             return 0
         from .adapter import scene as blend
         from .jobs import print_progress

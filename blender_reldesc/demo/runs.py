@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import bpy
 import numpy as np
@@ -39,6 +40,156 @@ def _write(out_dir, report):
     if os.path.exists(backup):
         os.remove(backup)
     return report
+
+
+#: the frames of each scene's demo (the crowd's: its scene's own)
+FRAMES = dict(start=150, bridge=150, stones=120, ceiling=120, post=120, chair=90, transfer=90, pair=90, garment=60, retarget=60)
+
+
+def prepare(scene_name, out_dir, frames=None, blend_name="demo.blend", **edit):
+    """Build the demo scene ``scene_name``, bind it and make its edit: everything the demo does
+    before the bake (or the walk, the transfer, the retarget), with the panel's fields set so that
+    one button finishes it (``make examples`` saves this). ``out_dir`` / ``blend_name`` is where the
+    garment scene saves itself first: its bake writes the point cache beside the .blend.
+
+    Returns a namespace: ``scene``, ``arm`` (the character the panel points at; the retarget's
+    target), ``bind`` (the bind report, None where nothing is bound) and what the scene's run needs
+    (``row``, ``where``, ``stone``; ``obstacle``; ``partner``; ``skirt``, ``garment``; ``source``;
+    ``curve``; ``env``)."""
+    if scene_name not in EXAMPLES:
+        raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(EXAMPLES)}")
+    frames = frames or FRAMES.get(scene_name)
+    kw = {} if frames is None else {"frames": frames}
+    settings = lambda scene: scene.reldesc  # noqa: E731
+    if scene_name == "start":                   # the bridge, nothing bound or edited yet
+        scene, arm, env, bridge, beam = build_scene(**kw)
+        _bind_settings(scene, arm, env)
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=None, bridge=bridge, beam=beam)
+    if scene_name == "bridge":
+        scene, arm, env, bridge, beam = build_scene(**kw)
+        bind_report = _bind(scene, arm, env)
+        bend_bridge(bridge)
+        lower_beam(beam)
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report)
+    if scene_name == "stones":
+        scene, arm, env, stones = build_stones_scene(**kw)
+        bind_report = _bind(scene, arm, env)
+        rows, _ = jobs.contacts_job(scene, arm)
+        row = next(r for r in rows if r["effector"] == "LeftFoot" and r["start"] > 30)
+        where = np.array(row["position"])
+        stone = min(stones, key=lambda ob: np.linalg.norm(np.array(ob.location)[:2] - where[:2]))
+        stone.location.y += 1.0
+        bpy.context.view_layer.update()
+        settings(scene).reposition_contacts = True
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report, row=row, where=where, stone=stone)
+    if scene_name in ("ceiling", "post"):
+        build = build_ceiling_scene if scene_name == "ceiling" else build_post_scene
+        scene, arm, env, obstacle = build(**kw)
+        bind_report = _bind(scene, arm, env)
+        obstacle.location.z = edit.get("height", 0.5 * obstacle.dimensions.z)
+        bpy.context.view_layer.update()
+        settings(scene).reposition_contacts = True
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report, obstacle=obstacle, name=scene_name)
+    if scene_name == "chair":
+        scene, arm, env, objects = build_chair_scene(**kw)
+        bind_report = _bind(scene, arm, env, body_height=1.75)
+        rest = objects["armrest.L"]
+        rest.vertex_groups.new(name="Removed")               # in the group with no vertex: influence 0
+        settings(scene).influence_group = "Removed"
+        rest.location.z -= 3.0
+        objects["seat"].location.z -= 0.10
+        bpy.context.view_layer.update()
+        settings(scene).reposition_contacts = True
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report)
+    if scene_name == "transfer":
+        scene, arm, env = build_transfer_scene(**kw, target="stool", at=(1.6, 0.8))
+        bind_report = _bind(scene, arm, env)
+        settings(scene).transfer_from = bpy.data.objects["Chair"]
+        settings(scene).transfer_to = bpy.data.objects["Stool"]
+        return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report)
+    if scene_name == "crowd":
+        scene, arm, env, curve = build_crowd_scene(**kw)
+        adapter.scene.ensure_registered()
+        s = settings(scene)
+        s.armature, s.walk_path, s.walk_terrain = arm, curve, env
+        s.walk_crowd, s.walk_spacing = edit.get("count", 9), edit.get("spacing", 0.9)
+        return SimpleNamespace(scene=scene, arm=arm, env=env, curve=curve, bind=None)
+    if scene_name == "pair":
+        PartnersBindJob = feature("partners").PartnersBindJob
+        scene, lead, partner, env = build_pair_scene(**kw)
+        _bind_settings(scene, lead, env)
+        bind_report = PartnersBindJob(scene, lead, env.name, [partner.name]).run()
+        grow_armature(partner, edit.get("grow", 1.2))
+        scene.frame_set(1)
+        return SimpleNamespace(scene=scene, arm=lead, partner=partner, env=env, bind=bind_report)
+    if scene_name == "garment":
+        garments = feature("garment")
+        scene, arm, skirt, env = build_garment_scene(**kw, rings=30, around=64)
+        # Saved first: the bake writes the point cache beside the .blend (an unsaved file's would
+        # go to the temporary folder, and the saved file would point there).
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, blend_name)))
+        bind_report = _bind(scene, arm, env)
+        garment_report = garments.bind_garment(scene, arm, skirt.name)
+        lengthen_legs(arm, edit.get("legs", 1.15))
+        scene.frame_set(1)
+        return SimpleNamespace(scene=scene, arm=arm, env=env, skirt=skirt, bind=bind_report, garment=garment_report)
+    scene, src, tgt, env = build_retarget_scene("mixamo", "rigify", edit.get("legs", 0.8), "T", kw.get("frames", 60),
+                                                scale=edit.get("scale", 1.2))
+    adapter.scene.ensure_registered()
+    s = settings(scene)
+    s.retarget_source, s.retarget_target, s.retarget_environment = src, tgt, env
+    return SimpleNamespace(scene=scene, arm=tgt, source=src, env=env, bind=None)
+
+
+#: what is left to do in each example file (``make examples``), shown in the file's text block
+EXAMPLE_STEPS = {
+    "start": "The getting-started scene: a walk over a bridge under a beam, nothing bound yet; the panel points "
+             "at the armature 'Walker' and the collection 'Environment'. Press Bind, lower the beam (select "
+             "it, G Z -0.3), turn on Live Preview and play, then press Bake.",
+    "bridge": "The walk is bound; the bridge has been bent and the beam lowered. Press Bake (or turn on Live "
+              "Preview and play): the feet stay on the bridge and the walk ducks under the beam.",
+    "stones": "The walk is bound and its contacts found; a stepping stone has been moved 1 m. Re-position "
+              "Contacts is on: press Bake, and the foot that stood on the moved stone finds another surface.",
+    "ceiling": "The walk is bound with the ceiling far above; the ceiling has been brought down over the path. "
+               "Re-position Contacts is on: press Bake, and the root is replanned under it.",
+    "post": "The walk is bound with the post far above; the post has been set down on the path. Re-position "
+            "Contacts is on: press Bake, and the walk steps round it.",
+    "chair": "The seated clip is bound; the left armrest has been taken away (influence group 'Removed') and "
+             "the seat lowered 10 cm. Re-position Contacts is on: press Bake.",
+    "transfer": "The sitting is bound to the chair; the panel's Transfer fields point from 'Chair' to 'Stool'. "
+                "Press Transfer (sub-panel Transfer).",
+    "crowd": "A walk on flat ground; the Walk sub-panel points at the curve 'Path' over the hills, 9 "
+             "characters 0.9 m apart. Press Walk.",
+    "pair": "Two characters holding hands are bound together; the partner has been grown 20 %. Press Bake: "
+            "both are baked, and the hands meet.",
+    "garment": "The walk and the skirt are bound; the legs have been made 15 % longer. Press Bake: the skirt "
+               "is carried (a point cache beside this file).",
+    "retarget": "A walk on a Mixamo-named rig ('Source') and a bigger Rigify-named rig in a T-pose with shorter "
+                "legs ('Target'). Press Find Map, then Retarget (sub-panel Retarget).",
+}
+TEXT_BLOCK = "reldesc_example"
+#: the example files: the getting-started scene, then every demo scene
+EXAMPLES = ("start",) + tuple(SCENES)
+
+
+def write_examples(out_dir, names=None, progress=None):
+    """``make examples``: each demo scene (``names``, default all) prepared as ``prepare`` leaves it,
+    saved as ``out_dir/<name>.blend`` with a text block saying what to press; the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for name in names or EXAMPLES:
+        prepare(name, out_dir, blend_name=f"{name}.blend")
+        text = bpy.data.texts.new(TEXT_BLOCK)
+        text.write(f"blender_reldesc example '{name}'\n\n{EXAMPLE_STEPS[name]}\n")
+        bpy.context.scene.frame_set(1)
+        path = os.path.abspath(os.path.join(out_dir, f"{name}.blend"))
+        bpy.ops.wm.save_as_mainfile(filepath=path, copy=False)
+        if os.path.exists(path + "1"):
+            os.remove(path + "1")
+        paths.append(path)
+        if progress:
+            progress(name, path)
+    return paths
 
 
 def run(out_dir, frames=150, scene_name="bridge"):
@@ -80,10 +231,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
         return _run_garment(out_dir)
     if scene_name == "retarget":
         return _run_retarget(out_dir)
-    scene, arm, env, bridge, beam = build_scene(frames)
-    bind_report = _bind(scene, arm, env)
-    bend_bridge(bridge)
-    lower_beam(beam)
+    s = prepare("bridge", out_dir, frames)
+    scene, arm, bind_report = s.scene, s.arm, s.bind
     bake_report = jobs.bake_job(scene, arm)
     source = bpy.data.actions["Walk"]
     adapted = bpy.data.actions[bake_report["action"]]
@@ -99,14 +248,8 @@ def run(out_dir, frames=150, scene_name="bridge"):
 def _run_stones(out_dir, frames=120):
     """Stepping stones: bind, move the stone under the left foot's second step 1 m sideways,
     bake with contact re-positioning, render the middle of that step before and after."""
-    scene, arm, env, stones = build_stones_scene(frames)
-    bind_report = _bind(scene, arm, env)
-    rows, _ = jobs.contacts_job(scene, arm)
-    row = next(r for r in rows if r["effector"] == "LeftFoot" and r["start"] > 30)
-    where = np.array(row["position"])
-    stone = min(stones, key=lambda ob: np.linalg.norm(np.array(ob.location)[:2] - where[:2]))
-    stone.location.y += 1.0
-    bpy.context.view_layer.update()
+    s = prepare("stones", out_dir, frames)
+    scene, arm, bind_report, row, where, stone = s.scene, s.arm, s.bind, s.row, s.where, s.stone
     bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
     source = bpy.data.actions["Walk"]
     adapted = bpy.data.actions[bake_report["action"]]
@@ -123,7 +266,7 @@ def _run_ceiling(out_dir, frames=120, height=1.6):
     """The ceiling: bind with the slab far above, bring it down to ``height`` (its centre) over
     the path, bake with contact re-positioning (the root is replanned), render the frame where
     the hips pass under it before and after."""
-    return _run_obstacle(out_dir, "ceiling", build_ceiling_scene(frames), lambda slab: height,
+    return _run_obstacle(out_dir, prepare("ceiling", out_dir, frames, height=height),
                          lambda x: ((x + 0.2, -6.5, 1.2), (np.radians(88), 0.0, np.radians(2))),
                          ("Before: a ceiling brought down, head through it", "After: root replanned"))
 
@@ -132,19 +275,16 @@ def _run_post(out_dir, frames=120):
     """The post: bind with it far above, set it down on the floor on the path, bake with contact
     re-positioning (the root is replanned aside, the feet step aside with it), render the frame
     where the hips pass it, seen from ahead, before and after."""
-    return _run_obstacle(out_dir, "post", build_post_scene(frames), lambda post: 0.5 * post.dimensions.z,
+    return _run_obstacle(out_dir, prepare("post", out_dir, frames),
                          lambda x: ((x + 4.5, 0.0, 1.6), (np.radians(80), 0.0, np.radians(90))),
                          ("Before: a post set down, walked through", "After: stepped round it"))
 
 
-def _run_obstacle(out_dir, name, built, height, view, captions):
-    """An obstacle bound far above brought onto the walk's path: bind, set its centre at
-    ``height(obstacle)``, bake with contact re-positioning, render the frame where the hips pass
-    it (the camera ``view(its x)``) before and after."""
-    scene, arm, env, obstacle = built
-    bind_report = _bind(scene, arm, env)
-    obstacle.location.z = height(obstacle)
-    bpy.context.view_layer.update()
+def _run_obstacle(out_dir, s, view, captions):
+    """An obstacle bound far above brought onto the walk's path (``s``, prepared): bake with
+    contact re-positioning, render the frame where the hips pass it (the camera ``view(its x)``)
+    before and after."""
+    scene, arm, bind_report, obstacle, name = s.scene, s.arm, s.bind, s.obstacle, s.name
     bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
     source = bpy.data.actions["Walk"]
     adapted = bpy.data.actions[bake_report["action"]]
@@ -164,14 +304,8 @@ def _run_chair(out_dir, frames=90):
     not show it), take the left armrest away (moved down out of sight, its painted influence 0
     through the 'Removed' vertex group) and lower the seat 10 cm, bake with contact
     re-positioning, render the middle frame before and after."""
-    scene, arm, env, objects = build_chair_scene(frames)
-    bind_report = _bind(scene, arm, env, body_height=1.75)
-    rest = objects["armrest.L"]
-    rest.vertex_groups.new(name="Removed")               # in the group with no vertex: influence 0
-    scene.reldesc.influence_group = "Removed"
-    rest.location.z -= 3.0
-    objects["seat"].location.z -= 0.10
-    bpy.context.view_layer.update()
+    s = prepare("chair", out_dir, frames)
+    scene, arm, bind_report = s.scene, s.arm, s.bind
     bake_report = jobs.bake_job(scene, arm, reposition_contacts=True)
     source = bpy.data.actions["Sit"]
     adapted = bpy.data.actions[bake_report["action"]]
@@ -189,8 +323,8 @@ def _run_transfer(out_dir, frames=90):
     groups), the sitting moved onto a stool (seat, legs) elsewhere in the room; render a frame
     before and after."""
     transfer_job = feature("transfer").transfer_job
-    scene, arm, env = build_transfer_scene(frames, target="stool", at=(1.6, 0.8))
-    bind_report = _bind(scene, arm, env)
+    s = prepare("transfer", out_dir, frames)
+    scene, arm, bind_report = s.scene, s.arm, s.bind
     report = transfer_job(scene, arm, "Chair", "Stool")
     source = bpy.data.actions["Sit"]
     adapted = bpy.data.actions[report["action"]]
@@ -206,8 +340,8 @@ def _run_crowd(out_dir, count=9, spacing=0.9):
     """A crowd of ``count`` walkers along a curve over hills, from one walk on flat ground;
     renders the middle frame from above the path."""
     locomotion = feature("locomotion")
-    scene, arm, env, curve = build_crowd_scene()
-    adapter.scene.ensure_registered()
+    s = prepare("crowd", out_dir, count=count, spacing=spacing)
+    scene, arm, env, curve = s.scene, s.arm, s.env, s.curve
     add_stick_figure(arm)
     report = locomotion.walk_job(scene, arm, env.name, path=curve.name, crowd=count, spacing=spacing)
     arm.hide_render = True
@@ -227,12 +361,8 @@ def _run_pair(out_dir, frames=90, grow=1.2):
     """Two characters holding hands, bound together; the partner grown ``grow`` times (its
     bones); both baked together; the middle frame rendered before (the sources: the hands
     apart) and after (the hands meet)."""
-    PartnersBindJob = feature("partners").PartnersBindJob
-    scene, lead, partner, env = build_pair_scene(frames)
-    _bind_settings(scene, lead, env)
-    bind_report = PartnersBindJob(scene, lead, env.name, [partner.name]).run()
-    grow_armature(partner, grow)
-    scene.frame_set(1)
+    s = prepare("pair", out_dir, frames, grow=grow)
+    scene, lead, partner, bind_report = s.scene, s.arm, s.partner, s.bind
     bake_report = jobs.bake_job(scene, lead)
     other = bake_report["partners"][0]
     add_stick_figure(lead)
@@ -262,15 +392,8 @@ def _run_garment(out_dir, frames=60, legs=1.15):
     bake; the skirt is carried (a PC2 point cache and a Mesh Cache modifier); the middle frame
     rendered before (the source walk on the longer legs, the skirt skinned to the hips) and
     after."""
-    garments = feature("garment")
-    scene, arm, skirt, env = build_garment_scene(frames, rings=30, around=64)
-    # Saved first: the bake writes the point cache beside the .blend (an unsaved file's would
-    # go to the temporary folder, and demo.blend would point there).
-    bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(os.path.join(out_dir, "demo.blend")))
-    bind_report = _bind(scene, arm, env)
-    garment_report = garments.bind_garment(scene, arm, skirt.name)
-    lengthen_legs(arm, legs)
-    scene.frame_set(1)
+    s = prepare("garment", out_dir, frames, legs=legs)
+    scene, arm, skirt, bind_report, garment_report = s.scene, s.arm, s.skirt, s.bind, s.garment
     bake_report = jobs.bake_job(scene, arm)
     add_stick_figure(arm)
     skirt.data.materials.append(_material("Skirt", (0.25, 0.55, 0.35)))
@@ -311,7 +434,8 @@ def _run_retarget(out_dir, frames=60, legs=0.8, scale=1.2):
     by the legs' ratio) rendered before, ours after, at the frame where the naive feet are
     farthest from ours (off the floor or into it)."""
     from ..core import retarget as core_retarget
-    scene, src, tgt, env = build_retarget_scene("mixamo", "rigify", legs, "T", frames, scale=scale)
+    s = prepare("retarget", out_dir, frames, legs=legs, scale=scale)
+    scene, src, tgt, env = s.scene, s.source, s.arm, s.env
     job = feature("retarget").RetargetJob(scene, src, tgt, environment=env.name)
     job.read()
     job.compute()

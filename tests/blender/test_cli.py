@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from blender_reldesc.reports import undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -50,6 +51,7 @@ def test_bind_then_bake_with_report(scene_file, tmp_path):
     r = run("bake", str(bound), "--armature", "Walker", "-o", str(baked), "--report", str(report))
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
+    assert undocumented("bake", data) == []  # every field in the generated reference
     for key in ("frames", "joints", "descriptors", "read_seconds", "adapt_seconds", "write_seconds",
                 "bone_length_error_mean", "bone_length_error_max"):
         assert key in data
@@ -107,6 +109,7 @@ def test_every_operator_job_has_its_command_named_as_the_operator(scene_file, tm
     r = run("detect-contacts", str(bound), "--armature", "Walker", "--report", str(report))
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
+    assert undocumented("detect-contacts", data) == []  # every field in the generated reference
     assert data["contacts"] and sum(data["contact_counts"].values()) == len(data["contacts"])
     assert f"{len(data['contacts'])} contact phases of 'Walker'" in r.stdout
     r = run("reposition-contacts", str(bound), "--armature", "Walker", "--report", str(report))

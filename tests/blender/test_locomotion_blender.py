@@ -14,6 +14,7 @@ from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import TriMesh  # noqa: E402
 from blender_reldesc.core.locomotion import Terrain  # noqa: E402
 from blender_helpers import fcurve_snapshot, mixamo_with_fingers  # noqa: E402
+from blender_reldesc.reports import undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -131,6 +132,7 @@ def test_walk_command_line(crowd_scene, tmp_path):
             "-o", str(out), "--report", str(report))
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
+    assert undocumented("walk", data) == []  # every field in the generated reference
     assert data["characters"] == ["Walker.walk.000", "Walker.walk.001"] and data["frames"] > 30
     assert len(data["path_frames"]) == 2 and max(data["path_frames"]) == data["frames"]
     assert data["stands_from"] == [data["frame_start"] + n - 1 for n in data["path_frames"]]

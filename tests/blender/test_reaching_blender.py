@@ -12,6 +12,7 @@ bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import jobs  # noqa: E402
 from blender_helpers import fcurve_snapshot, heads_over_frames  # noqa: E402
+from blender_reldesc.reports import undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FRAME = 20
@@ -115,6 +116,7 @@ def test_reach_command_line(scene, tmp_path):
             "--report", str(report))
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
+    assert undocumented("reach", data) == []  # every field in the generated reference
     assert data["reach"]["hand_error"] < 0.01 and data["reach"]["window"] == [FRAME - 10, FRAME + 10]
     assert data["action"] == "Walk.adapted" and out.exists()
     r = run("--target", "Cup", "--frame", str(FRAME), "--arm-only", "-o", str(out), "--report", str(report))

@@ -16,6 +16,7 @@ from blender_reldesc import adapter, demo  # noqa: E402
 from blender_reldesc.core import retarget as R  # noqa: E402
 from blender_reldesc.core.skeleton.armature import joint_layout  # noqa: E402
 from blender_helpers import PanelLayout, fcurve_snapshot  # noqa: E402
+from blender_reldesc.reports import undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -173,6 +174,7 @@ def test_command_line_retarget_and_its_errors(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "retargeted 'Walk' from 'Source' onto 'Target' as 'Walk.retarget'" in r.stdout
     data = json.loads(report.read_text())
+    assert undocumented("retarget", data) == []  # every field in the generated reference
     assert data["floor"] == "generated" and data["stride"] == pytest.approx(1.15, rel=0.02)
     assert data["planted_within"] >= 0.99 and data["bake"]["step"] == 2 and data["bake"]["target"] == "nla"
     assert data["bone_map"]["source"] == "mixamo" and data["bone_map"]["target"] == "rigify"

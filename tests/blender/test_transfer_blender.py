@@ -13,6 +13,7 @@ bpy = pytest.importorskip("bpy")
 
 from blender_reldesc import demo  # noqa: E402
 from blender_helpers import PanelLayout, fcurve_snapshot, heads_over_frames  # noqa: E402
+from blender_reldesc.reports import undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -66,6 +67,7 @@ def test_command_line_transfer_and_its_errors(tmp_path):
             "--report", str(report))
     assert r.returncode == 0, r.stderr
     data = json.loads(report.read_text())
+    assert undocumented("transfer", data) == []  # every field in the generated reference
     assert data["action"] == "Sit.adapted" and data["transfer"]["segments"] == ["seat", "legs"]
     assert data["transfer"]["labels"] == "vertex groups" and "Hips" in data["transfer"]["matched"]
     assert out.exists()

@@ -25,8 +25,8 @@ WHEEL_PLATFORMS := manylinux_2_28_x86_64 win_amd64 macosx_12_0_arm64 macosx_10_1
 # The extension builder that ships inside the bpy wheel (the same code as `blender -c extension`).
 EXT_CLI = $(VENV)/lib/python3.13/site-packages/bpy/*/scripts/addons_core/bl_pkg/cli/blender_ext.py
 
-.PHONY: setup setup53 setup45 setup-latest test test-latest test-core test-blender demo bench bench-scale \
-        extension clean
+.PHONY: setup setup53 setup45 setup-latest setup-docs test test-latest test-core test-blender demo bench bench-scale \
+        extension examples pictures docs docs-check clean
 
 # $(call venv,DIR,PYTHON VERSION,REQUIREMENTS): DIR/.installed, made anew when REQUIREMENTS change.
 define venv
@@ -42,9 +42,18 @@ $(eval $(call venv,$(VENV),3.13,requirements/blender-5.2.txt))
 $(eval $(call venv,.venv53,3.13,requirements/blender-5.3.txt))
 $(eval $(call venv,.venv45,3.11,requirements/blender-4.5.txt))
 
+# The documentation site's tools (Sphinx, Furo, MyST); the reference pages are generated with .venv's bpy.
+.venv-docs/.installed: requirements/docs.txt
+	rm -rf .venv-docs
+	py=$$(tools/find-python 3.13) && "$$py" -m venv .venv-docs
+	.venv-docs/bin/python -m pip install --quiet --upgrade pip
+	.venv-docs/bin/python -m pip install --quiet -r requirements/docs.txt
+	touch $@
+
 setup: $(VENV)/.installed
 setup53: .venv53/.installed
 setup45: .venv45/.installed
+setup-docs: .venv-docs/.installed
 
 # Not a stamp: the newest releases are installed every time.
 setup-latest:
@@ -93,6 +102,27 @@ demo: setup
 	$(PY) -m blender_reldesc demo -o demo_out
 	@echo "Open demo_out/demo.blend; see demo_out/before_after.png and demo_out/report.json"
 
+# Each demo scene as a .blend, bound and edited, ready for its last button (examples/, git-ignored).
+examples: setup
+	$(PY) -m blender_reldesc examples -o examples
+
+# The documentation's pictures, rendered by the demo (committed: a few minutes of Cycles on the CPU).
+pictures: setup
+	$(PY) tools/docs_pictures.py
+
+# The documentation site in docs/_build/html: the reference pages regenerated from the code, then a
+# strict build (every warning an error: a broken link, a missing picture, a page in no table of contents).
+SPHINX = .venv-docs/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+docs: setup setup-docs
+	$(PY) tools/docs_reference.py
+	$(SPHINX)
+	@echo "Open docs/_build/html/index.html"
+
+# CI: the same build, and the committed reference must be what the code gives.
+docs-check: setup setup-docs
+	$(PY) tools/docs_reference.py --check
+	$(SPHINX)
+
 bench: setup
 	$(PY) benchmarks/bench_core.py
 
@@ -103,4 +133,5 @@ bench-scale: setup
 	$(PY) benchmarks/bench_scale.py
 
 clean:
-	rm -rf $(VENV) .venv53 .venv45 .venv-latest .pytest_cache .hypothesis dist demo_out blender_reldesc/wheels
+	rm -rf $(VENV) .venv53 .venv45 .venv-latest .venv-docs .pytest_cache .hypothesis dist demo_out examples \
+	  docs/_build blender_reldesc/wheels

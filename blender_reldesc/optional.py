@@ -38,7 +38,7 @@ def feature(name):
         except Exception as e:          # ImportError, or an API a dependency changed, met at import
             _broken[name] = (f"{FEATURES[name]} is unavailable in this installation ({type(e).__name__}: {e}); "
                              "everything else works. Reinstall the extension zip made for your Blender and "
-                             "platform, or with the bpy module install the dependencies the README names")
+                             "platform, or with the bpy module install the dependencies docs/install.md names")
     raise FeatureUnavailable(_broken[name])
 
 

@@ -1,6 +1,6 @@
 """Where objects are: world matrices, and points carried into world space.
 
-The placement rule (README, "Where the character is"): joints are tied to the environment in
+The placement rule (docs/how-it-works/workflow.md, "Where the character is"): joints are tied to the environment in
 world space; keys are written for the armature's placement *at bake time* (its object matrix at
 every bound frame, animated or not). So a character moved together with its environment (a
 parent, or both objects) bakes the same local keys; one moved away from it is pulled back by its

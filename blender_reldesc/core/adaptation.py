@@ -1244,7 +1244,7 @@ def adapt_group_interaction_mesh(bindings, deformed_mesh, bone_lengths=None, per
         pose is given is pinned to it (``PIN_WEIGHT``) and returned as given.
     solver_options : the interaction-mesh settings (``adapt``'s), for the group.
 
-    Departures (README, "Solvers"): the paper's bounding volumes between the body parts are
+    Departures (docs/how-it-works/solvers.md): the paper's bounding volumes between the body parts are
     not built; characters are kept apart by the interaction mesh between them alone (and each
     from the environment by its collisions).
     """

@@ -1,6 +1,6 @@
 """Scenes as users build them (issue 34): the placement rule on rigs placed with object transforms.
 
-The rule (README, "Where the character is"): joints are tied to the environment in world space;
+The rule (docs/how-it-works/workflow.md, "Where the character is"): joints are tied to the environment in world space;
 keys are written for the armature's placement at bake time. So moving a character together
 with its environment (a parent, animated or not, or every object) bakes the same local keys;
 an armature moved away from its environment is pulled back, and the bake and the panel say so;

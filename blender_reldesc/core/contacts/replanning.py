@@ -23,7 +23,7 @@ The path found is shortened (shortcuts between its nodes) and smoothed when the
 smoothed path is still valid. Seeded, with a time budget; no path within it:
 ``None`` (reported ``unresolved``, reason ``no root path``).
 
-Before the tree (product decisions, README "Contacts: departures"), two searches by dynamic
+Before the tree (product decisions, docs/how-it-works/departures.md), two searches by dynamic
 programming that find what a person does where the tree often runs out of time on a real
 walk's windows of four to eight seconds: the shallowest duck straight down (``_ducked``), then
 the narrowest step aside, square to the way the hips go (``_sidestepped``) or, where that way

@@ -199,7 +199,7 @@ def profile_score(alpha, source):
     rather than onto that stone's top where it stood, its leg as bent as the source's (a real
     walk's overlapping stones). Capped at the source's, a candidate that gives the source's
     capability on every axis scores full, and the nearest such is taken (the 20 % buckets of
-    ``plan_repositioning``). Product decision, documented in the README."""
+    ``plan_repositioning``). Product decision, documented in the manual, docs/how-it-works."""
     return np.minimum(alpha, source) @ source
 
 
@@ -1305,7 +1305,7 @@ def _stances_held(binding, mesh, result, outcomes, pins, distance, up, options, 
     one leaves its surface and no frame steps farther than the limit. ``unmoved_only``: only the
     contacts whose own surface did not move, held at the source's places (with no contact
     re-positioned; a rigid move of the whole scene holds none, so it still moves the motion
-    rigidly). Product decision (the paper has no such step): documented in the README."""
+    rigidly). Product decision (the paper has no such step): documented in the manual, docs/how-it-works."""
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)
     options = {k: v for k, v in options.items() if k != "pins"}
@@ -1355,7 +1355,7 @@ def _set_down(binding, mesh, result, outcomes, pins, distance, up, options, igno
     ``_held_trial`` passes (no valid contact fails or slides more, no re-positioned one leaves
     its surface, no new jump). The phase stays ``unresolved`` with its reason; its
     ``new_position`` says where it was set down. Product decision (the paper leaves an
-    unresolved contact to the animator): documented in the README."""
+    unresolved contact to the animator): documented in the manual, docs/how-it-works."""
     from .workspace import on_leg
     sk, motion, H = binding.skeleton, binding.motion, binding.body_height
     eps0 = 0.015 * H if distance is None else float(distance)

@@ -1,6 +1,6 @@
 """Joints near a surface keep their clearance from it where the surface was sculpted.
 
-A departure from SCA 2013, documented in the README ("Sculpted ground"). A descriptor a
+A departure from SCA 2013, documented in the manual, docs/how-it-works ("Sculpted ground"). A descriptor a
 distance s from a joint carries the joint's relative vector with its own frame, so it predicts
 the surface under the joint to first order: where a floor sculpted after binding is
 z(d) + s z'(d) + s² z''(d) / 2, Eq. 2 puts a planted foot at z(d) + s z'(d) plus its source

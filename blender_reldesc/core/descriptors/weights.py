@@ -292,7 +292,7 @@ def reconstruct(coef, motion, reference, mesh, tri, bary, influence=None, frames
     weighted sums of A_i, of d'_i - A_i d_i and of the weights, then
     ``(offset + A p_j) / sum``.
 
-    Affinity (product decision, documented in the README): Eq. 8 sums the
+    Affinity (product decision, documented in the manual, docs/how-it-works): Eq. 8 sums the
     weights of a joint's descriptors. With the normalised weights of Eq. 6
     that sum is 1 for every joint; with the unnormalised w'' it grows with the
     size of the fade window, so on a floor the head gets the largest affinity

@@ -2,7 +2,7 @@
 
 ``walk`` unrolls each character's carpet along its path and onto the terrain
 (``unrolling``), rebuilds every joint's target with Eq. 2 from the unrolled descriptors,
-then, as product improvements over the thesis (each switchable, each measured in the README):
+then, as product improvements over the thesis (each switchable, each measured in the manual, docs/how-it-works):
 
 - the body above the legs keeps the source's shape, placed by the best fit of its targets and
   held firmly (``_rigid_body``), and the root stays on its path (``_follow_paths``);

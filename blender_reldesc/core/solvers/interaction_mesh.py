@@ -20,7 +20,7 @@ collision constraints (weight 4, paper §5.2) for the next, and the last state i
 two frames inside the one before and holds them where it put them (morphed with the window:
 the source carried to each step plus that step's share of what the window before changed).
 
-Product departures (README, "Solvers"):
+Product departures (docs/how-it-works/solvers.md):
 
 - δ is turned by the best-fit rotation of the environment points (source to now) at each
   frame, and the acceleration energy is on the change from the source, ``A (V - V̂)`` with V̂

@@ -5,7 +5,7 @@ a Verlet step with affinity-dependent damping (Eq. 10), then
 ``iterations`` constraint sweeps: bone lengths and rigidity links weighted by
 affinity (Eq. 11), positional pins, and collision pushes.
 
-Product improvement over the paper (documented in the README): each frame
+Product improvement over the paper (documented in the manual, docs/how-it-works): each frame
 starts from the previous frame's result *advanced by the motion of the
 targets* between the two frames. The paper starts from the previous result
 alone, which with k = 1 and N_s = 3 lags behind a moving target by several

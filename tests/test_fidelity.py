@@ -247,6 +247,28 @@ def test_changed_shins_stand_taller_or_lower_with_feet_on_the_floor(factor):
         assert np.abs(P[planted, j, 2] - motion[planted, j, 2]).max() <= 0.02
 
 
+@pytest.mark.parametrize("factor", [1.15, 1.3])
+def test_a_taller_character_ducks_under_a_beam_it_cleared(factor):
+    # The beam is not moved: the shins get longer. The hips rise as the legs grow (the test above),
+    # but the head, 5 cm under the beam in the source, keeps its distance from it (the morphology
+    # shift is held off surfaces near a joint): it stays under the beam where it used to be lifted
+    # into it (the least clearance, 5.6 cm in the source: shins x1.15 0.1 cm before, 2.1 now;
+    # x1.3 5.4 cm into the beam before, 1.0 cm under it now).
+    skel, motion, V, T, _, (b0, b1) = _duck_scene(drop=0.0)
+    binding = bind(skel, motion, TriMesh(V, T))
+    src = skel.bone_lengths(motion).mean(axis=0)
+    shins = {n: factor * src[skel.index(n)] for n in ("LeftFoot", "RightFoot")}
+    P = adapt(binding, TriMesh(V, T), bone_lengths=shins).positions
+    lo, hi, bottom = V[b0:b1, 0].min(), V[b0:b1, 0].max(), V[b0:b1, 2].min()
+    head = P[:, skel.index("HeadTop")]
+    under = (head[:, 0] > lo - 0.1) & (head[:, 0] < hi + 0.1)
+    assert under.any() and np.all(head[under, 2] <= bottom)
+    hips = skel.index("Hips")
+    away = (P[:, hips, 0] < lo - 1.0) | (P[:, hips, 0] > hi + 1.0)
+    added = (factor - 1.0) * src[skel.index("LeftFoot")]
+    assert np.median(P[away, hips, 2] - motion[away, hips, 2]) >= 0.7 * added     # taller away from it
+
+
 @pytest.mark.parametrize("convention", ["bvh", "rigify"])
 def test_ducking_moves_rigidly_with_the_scene(convention):
     """The ducking stage (hips down and back, spine curled) is measured on the targets: a rigid

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import constants as C
 from .descriptors.binding import Binding, _check_mesh_frames
-from .descriptors.clearance import keep_clearance
+from .descriptors.clearance import hold_off_surfaces, keep_clearance
 from .errors import InputError, TopologyError
 from .geometry import TriMesh
 from .geometry import Collider
@@ -344,7 +344,8 @@ class Rig:
         if missing.any():
             self._follow_rigidly(targets, missing, b.motion[frames])
         if np.any(self.scale != 1.0):
-            targets += self._morphology_shift(b.motion[frames], targets, affinity)
+            shift = self._morphology_shift(b.motion[frames], targets, affinity)
+            targets += hold_off_surfaces(b, mesh, frames, targets, shift)
         has = ~np.isnan(self.override)
         if self.trunk is not None and self.share_compression:
             # A joint the user holds (an affinity override) keeps its descriptor target.

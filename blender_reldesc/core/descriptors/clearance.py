@@ -90,21 +90,22 @@ def _on(mesh, tri, bary, frames):
     return out
 
 
-def source_clearance(binding, frames):
+def source_clearance(binding, frames, band=FADE):
     """``sd (n,J), foot (n,J,3)``: each source joint's signed distance from the bind-time surface at
-    ``frames`` (inf where none within the fade band) and its closest point there (NaN where none),
-    computed once per frame and kept on the binding."""
+    ``frames`` (inf where none within ``band`` body heights, by default the fade band) and its closest
+    point there (NaN where none), computed once per frame and kept on the binding."""
     F, J = binding.motion.shape[:2]
-    kept = binding._joint_models.get("clearance")
+    key = "clearance" if band == FADE else ("clearance", band)
+    kept = binding._joint_models.get(key)
     if kept is None:
-        kept = binding._joint_models["clearance"] = (np.zeros(F, bool), np.full((F, J), np.inf),
-                                                     np.full((F, J, 3), np.nan))
+        kept = binding._joint_models[key] = (np.zeros(F, bool), np.full((F, J), np.inf),
+                                             np.full((F, J, 3), np.nan))
     have, sd, foot = kept
     todo = frames[~have[frames]]
     if todo.size:
         mesh = binding.mesh
         at = np.repeat(todo, J)
-        d, _, tri, bary = _closest(mesh, FADE * binding.body_height, binding.motion[todo].reshape(-1, 3), at)
+        d, _, tri, bary = _closest(mesh, band * binding.body_height, binding.motion[todo].reshape(-1, 3), at)
         on = np.full((len(at), 3), np.nan)
         ok = tri >= 0
         on[ok] = _on(mesh, tri[ok], bary[ok], at[ok])
@@ -150,3 +151,41 @@ def keep_clearance(binding, mesh, frames, targets):
     away[off] = (points[off] - _on(mesh, tri[off], bary[off], at[off])) / sd[off, None]
     targets[rows, joints] = points + (weight * miss)[:, None] * away
     return int(np.count_nonzero(weight))
+
+
+def hold_off_surfaces(binding, mesh, frames, targets, shift):
+    """``shift`` (n,J,3) without its part towards a surface, for the joints near one in the source.
+
+    The move of the targets ``targets`` (n,J,3) of ``frames`` by changed bone lengths
+    (``Rig._morphology_shift``: a character with longer legs stands taller) knows nothing of the
+    surfaces round a joint: a head 13 cm under a beam was lifted 17 cm by legs 20 % longer, 4 cm
+    into the beam, where the same beam lowered 17 cm is ducked under with 10 cm to spare. So, for a
+    joint whose source position lies within ``FADE`` body heights of the bind-time surface (fully;
+    fading out by twice that, so the neck below the head is held too), the component of its shift
+    towards the nearest surface of ``mesh`` now (from its unshifted target) is taken out: the joint
+    keeps its Eq. 2 distance from that surface, and the ducking stage bends the body to fit (7 cm
+    left under that beam). Only surfaces above the joint count (weighted by how far up they lie,
+    +z): the shift towards the floor under a shorter character is what it is for. A shift away
+    from the surface, or along it, is kept. Returns the new shift."""
+    H = binding.body_height
+    h, _ = source_clearance(binding, frames, 2 * FADE)
+    near = (np.abs(h) < 2 * FADE * H) & np.isfinite(targets[..., 0]) & (np.einsum("fjd,fjd->fj", shift, shift) > 0.0)
+    rows, joints = np.nonzero(near)
+    if rows.size == 0:
+        return shift
+    at = frames[rows]
+    points = targets[rows, joints]
+    sd, normal, tri, bary = _closest(mesh, 2 * FADE * H, points, at)
+    found = tri >= 0
+    towards = -normal
+    off = found & (np.abs(sd) > 1e-9 * H)
+    towards[off] = (_on(mesh, tri[off], bary[off], at[off]) - points[off]) / np.abs(sd[off, None])
+    move = shift[rows, joints]
+    into = np.einsum("pd,pd->p", move, towards)
+    # Overhead surfaces only: a joint nearing the floor the character stands on, as a shorter
+    # character's knees and hips do, is what the shift is for.
+    weight = _ramp(np.abs(h[rows, joints]), FADE * H, 2 * FADE * H) * (into > 0.0) * found * \
+        np.clip(towards[:, 2], 0.0, 1.0)
+    out = shift.copy()
+    out[rows, joints] = move - (weight * into)[:, None] * towards
+    return out

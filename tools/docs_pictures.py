@@ -68,9 +68,9 @@ report = jobs.bake_job(s.scene, s.arm)
 demo.add_stick_figure(s.arm)
 bound = jobs.Bound(s.arm)
 head = bound.binding.motion[:, bound.binding.skeleton.index("Head")]
-frame = int(np.argmin(np.abs(head[:, 0] - demo.BEAM_X + 1.5))) + 1      # 1.5 m before the beam
+frame = int(np.argmin(np.abs(head[:, 0] - demo.BEAM_X))) + 1                # under the beam
 demo.render_before_after(s.scene, s.arm, bpy.data.actions["Walk"], bpy.data.actions[report["action"]], frame,
-                         {path!r}, ((demo.BEAM_X - 0.5, -7.8, 1.15), (np.radians(88), 0.0, 0.0)), ("Before: legs 20 % longer, feet in the floor", "After: adapted, feet on the floor"))
+                         {path!r}, None, ("Before: legs 20 % longer, feet in the floor", "After: feet on the floor, ducking under"))
 """
 
 

@@ -69,14 +69,23 @@ def _kind(prop):
             'COLLECTION': "list"}.get(prop.type, prop.type.lower())
 
 
+def _dynamic_items(identifier):
+    """The items of a scene setting whose choices a function gives (RNA lists none without a context)."""
+    from blender_reldesc import properties
+    for cls in vars(properties).values():
+        spec = getattr(cls, "__annotations__", {}).get(identifier) if isinstance(cls, type) else None
+        items = getattr(spec, "keywords", {}).get("items") if spec is not None else None
+        if callable(items):
+            return items(None, None)
+    return []
+
+
 def _choices(prop):
     if prop.type != 'ENUM':
         return ""
-    try:
-        items = [f"`{i.identifier}` ({i.name})" for i in prop.enum_items]
-    except Exception:       # dynamic items need a context
-        items = []
-    return ", ".join(items) or "(listed when drawn)"
+    items = [(i.identifier, i.name) for i in prop.enum_items] or \
+        [(i[0], i[1]) for i in _dynamic_items(prop.identifier)]
+    return ", ".join(f"`{key}` ({name})" for key, name in items) or "(listed when drawn)"
 
 
 def _prop_rows(props, skip=()):

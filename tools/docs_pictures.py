@@ -41,7 +41,6 @@ from blender_reldesc import demo
 from blender_reldesc.demo.render import _label, _render, _stage
 s = demo.prepare("start", None)
 demo.add_stick_figure(s.arm)
-head = np.array([s.arm.matrix_world @ s.arm.pose.bones["Head"].head for _ in [0]])
 frames = range(s.scene.frame_start, s.scene.frame_end + 1)
 xs = []
 for f in frames:

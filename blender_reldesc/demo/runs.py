@@ -60,7 +60,6 @@ def prepare(scene_name, out_dir, frames=None, blend_name="demo.blend", **edit):
         raise ValueError(f"unknown demo scene '{scene_name}': use one of {', '.join(EXAMPLES)}")
     frames = frames or FRAMES.get(scene_name)
     kw = {} if frames is None else {"frames": frames}
-    settings = lambda scene: scene.reldesc  # noqa: E731
     if scene_name == "start":                   # the bridge, nothing bound or edited yet
         scene, arm, env, bridge, beam = build_scene(**kw)
         _bind_settings(scene, arm, env)
@@ -80,7 +79,7 @@ def prepare(scene_name, out_dir, frames=None, blend_name="demo.blend", **edit):
         stone = min(stones, key=lambda ob: np.linalg.norm(np.array(ob.location)[:2] - where[:2]))
         stone.location.y += 1.0
         bpy.context.view_layer.update()
-        settings(scene).reposition_contacts = True
+        scene.reldesc.reposition_contacts = True
         return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report, row=row, where=where, stone=stone)
     if scene_name in ("ceiling", "post"):
         build = build_ceiling_scene if scene_name == "ceiling" else build_post_scene
@@ -88,29 +87,29 @@ def prepare(scene_name, out_dir, frames=None, blend_name="demo.blend", **edit):
         bind_report = _bind(scene, arm, env)
         obstacle.location.z = edit.get("height", 0.5 * obstacle.dimensions.z)
         bpy.context.view_layer.update()
-        settings(scene).reposition_contacts = True
+        scene.reldesc.reposition_contacts = True
         return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report, obstacle=obstacle, name=scene_name)
     if scene_name == "chair":
         scene, arm, env, objects = build_chair_scene(**kw)
         bind_report = _bind(scene, arm, env, body_height=1.75)
         rest = objects["armrest.L"]
         rest.vertex_groups.new(name="Removed")               # in the group with no vertex: influence 0
-        settings(scene).influence_group = "Removed"
+        scene.reldesc.influence_group = "Removed"
         rest.location.z -= 3.0
         objects["seat"].location.z -= 0.10
         bpy.context.view_layer.update()
-        settings(scene).reposition_contacts = True
+        scene.reldesc.reposition_contacts = True
         return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report)
     if scene_name == "transfer":
         scene, arm, env = build_transfer_scene(**kw, target="stool", at=(1.6, 0.8))
         bind_report = _bind(scene, arm, env)
-        settings(scene).transfer_from = bpy.data.objects["Chair"]
-        settings(scene).transfer_to = bpy.data.objects["Stool"]
+        scene.reldesc.transfer_from = bpy.data.objects["Chair"]
+        scene.reldesc.transfer_to = bpy.data.objects["Stool"]
         return SimpleNamespace(scene=scene, arm=arm, env=env, bind=bind_report)
     if scene_name == "crowd":
         scene, arm, env, curve = build_crowd_scene(**kw)
         adapter.scene.ensure_registered()
-        s = settings(scene)
+        s = scene.reldesc
         s.armature, s.walk_path, s.walk_terrain = arm, curve, env
         s.walk_crowd, s.walk_spacing = edit.get("count", 9), edit.get("spacing", 0.9)
         return SimpleNamespace(scene=scene, arm=arm, env=env, curve=curve, bind=None)
@@ -136,7 +135,7 @@ def prepare(scene_name, out_dir, frames=None, blend_name="demo.blend", **edit):
     scene, src, tgt, env = build_retarget_scene("mixamo", "rigify", edit.get("legs", 0.8), "T", kw.get("frames", 60),
                                                 scale=edit.get("scale", 1.2))
     adapter.scene.ensure_registered()
-    s = settings(scene)
+    s = scene.reldesc
     s.retarget_source, s.retarget_target, s.retarget_environment = src, tgt, env
     return SimpleNamespace(scene=scene, arm=tgt, source=src, env=env, bind=None)
 
@@ -174,18 +173,27 @@ EXAMPLES = ("start",) + tuple(SCENES)
 
 def write_examples(out_dir, names=None, progress=None):
     """``make examples``: each demo scene (``names``, default all) prepared as ``prepare`` leaves it,
-    saved as ``out_dir/<name>.blend`` with a text block saying what to press; the paths."""
+    saved as ``out_dir/<name>.blend`` with a text block saying what to press (a file already there
+    is kept as ``<name>.blend1``); the paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for name in names or EXAMPLES:
+        path = os.path.abspath(os.path.join(out_dir, f"{name}.blend"))
+        # A file already there (an animator may have worked in it) becomes <name>.blend1, as
+        # Blender keeps a saved-over file; the saves made on the way leave no backup of their own.
+        previous, backup = path + ".previous", path + "1"
+        had_backup = os.path.exists(backup)
+        if os.path.exists(path):
+            os.replace(path, previous)
         prepare(name, out_dir, blend_name=f"{name}.blend")
         text = bpy.data.texts.new(TEXT_BLOCK)
         text.write(f"blender_reldesc example '{name}'\n\n{EXAMPLE_STEPS[name]}\n")
         bpy.context.scene.frame_set(1)
-        path = os.path.abspath(os.path.join(out_dir, f"{name}.blend"))
         bpy.ops.wm.save_as_mainfile(filepath=path, copy=False)
-        if os.path.exists(path + "1"):
-            os.remove(path + "1")
+        if os.path.exists(previous):
+            os.replace(previous, backup)
+        elif os.path.exists(backup) and not had_backup:
+            os.remove(backup)
         paths.append(path)
         if progress:
             progress(name, path)

@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 
-from blender_reldesc import demo
+from blender_reldesc import adapter, demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,7 +49,7 @@ def test_examples_are_one_button_from_their_result(tmp_path):
     # start: nothing bound; the getting-started steps: Bind, lower the beam, Bake.
     s = _open(tmp_path / "start.blend")
     assert "reldesc_example" in bpy.data.texts and s.armature.name == "Walker" and s.environment.name == "Environment"
-    assert bpy.ops.reldesc.bake.poll() is False or not s.armature.data.get("reldesc")   # not bound yet
+    assert adapter.storage.stored_meta(s.armature) is None                           # not bound yet
     assert bpy.ops.reldesc.bind() == {'FINISHED'}
     source = _joints(s.armature, range(1, 151, 10))
     bpy.data.objects["Beam"].location.z -= 0.3
@@ -89,3 +89,20 @@ def test_the_examples_command(tmp_path):
     r = subprocess.run([sys.executable, "-m", "blender_reldesc", "examples", "--scene", "nowhere"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert r.returncode == 2 and "invalid choice" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_writing_the_examples_again_keeps_the_previous_file(tmp_path):
+    # An animator's edits to an example file are not lost when `make examples` runs again: the
+    # previous file becomes <name>.blend1, Blender's own backup, for the garment too (it saves
+    # itself once on the way, before its bind).
+    for name in ("start", "garment"):
+        path = tmp_path / f"{name}.blend"
+        demo.write_examples(str(tmp_path), [name])
+        _open(path)
+        bpy.data.texts.new("my notes")
+        bpy.ops.wm.save_mainfile()
+        demo.write_examples(str(tmp_path), [name])
+        _open(path)
+        assert "my notes" not in bpy.data.texts and "reldesc_example" in bpy.data.texts
+        bpy.ops.wm.open_mainfile(filepath=str(path) + "1", load_ui=False)
+        assert "my notes" in bpy.data.texts

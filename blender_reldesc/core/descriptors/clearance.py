@@ -168,8 +168,12 @@ def hold_off_surfaces(binding, mesh, frames, targets, shift):
     +z): the shift towards the floor under a shorter character is what it is for. A shift away
     from the surface, or along it, is kept. Returns the new shift."""
     H = binding.body_height
-    h, _ = source_clearance(binding, frames, 2 * FADE)
-    near = (np.abs(h) < 2 * FADE * H) & np.isfinite(targets[..., 0]) & (np.einsum("fjd,fjd->fj", shift, shift) > 0.0)
+    h, was = source_clearance(binding, frames, 2 * FADE)
+    # Only joints whose nearest surface in the source lay above them are asked about (a foot on the
+    # floor, most of the joints near a surface, is not searched again on every call).
+    above = was[..., 2] > binding.motion[frames][..., 2]
+    near = above & (np.abs(h) < 2 * FADE * H) & np.isfinite(targets[..., 0]) & \
+        (np.einsum("fjd,fjd->fj", shift, shift) > 0.0)
     rows, joints = np.nonzero(near)
     if rows.size == 0:
         return shift

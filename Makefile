@@ -43,12 +43,7 @@ $(eval $(call venv,.venv53,3.13,requirements/blender-5.3.txt))
 $(eval $(call venv,.venv45,3.11,requirements/blender-4.5.txt))
 
 # The documentation site's tools (Sphinx, Furo, MyST); the reference pages are generated with .venv's bpy.
-.venv-docs/.installed: requirements/docs.txt
-	rm -rf .venv-docs
-	py=$$(tools/find-python 3.13) && "$$py" -m venv .venv-docs
-	.venv-docs/bin/python -m pip install --quiet --upgrade pip
-	.venv-docs/bin/python -m pip install --quiet -r requirements/docs.txt
-	touch $@
+$(eval $(call venv,.venv-docs,3.13,requirements/docs.txt))
 
 setup: $(VENV)/.installed
 setup53: .venv53/.installed

@@ -292,6 +292,40 @@ def test_a_taller_character_ducks_under_a_beam_on_rigs_of_other_conventions(conv
     assert under.any() and np.all(head[under, 2] <= V[b0:b1, 2].min())
 
 
+@pytest.mark.parametrize("convention", CONVENTIONS)
+@pytest.mark.parametrize("factor", [0.7, 0.8, 0.85])
+def test_a_smaller_character_stands_over_its_feet(convention, factor):
+    # Every bone scaled down on open ground: the body is smaller, not ducking. The trunk's
+    # compression was measured against the source's lengths, so a character scaled 0.8 read as
+    # ducking under a beam by a tenth of its trunk: the hips went 10-13 cm back off the feet of a
+    # collar tie's wrestler and the spine curled forward (issue 37). The hips stay over the feet
+    # as in the source, scaled, within 2 cm (measured 0.0-1.4; before: 16-36 cm on every
+    # convention, 0.85 and 0.7).
+    skel, roles, motion, V, T = _scene(convention, "bent", speed=0.0)
+    src = skel.bone_lengths(motion).mean(axis=0)
+    small = {n: factor * src[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0 and src[j] > 1e-6}
+    P = adapt(bind(skel, motion, TriMesh(V, T)), TriMesh(V, T), bone_lengths=small).positions
+    hips, feet = roles.index("hips"), [roles.index("foot.L"), roles.index("foot.R")]
+
+    def over(X):
+        return X[:, hips, :2] - X[:, feet, :2].mean(axis=1)
+
+    assert np.linalg.norm(over(P) - factor * over(motion), axis=-1).max() <= 0.02
+
+
+def test_a_smaller_character_still_ducks_under_a_lowered_beam():
+    # Measuring the trunk against its new lengths keeps the ducking for a real compression: the
+    # walk scaled 0.85 under the beam lowered 0.3 m keeps its head under it.
+    skel, motion, V, T, lowered, (b0, b1) = _duck_scene(drop=0.3)
+    src = skel.bone_lengths(motion).mean(axis=0)
+    small = {n: 0.85 * src[j] for j, n in enumerate(skel.names) if skel.parents[j] >= 0 and src[j] > 1e-6}
+    P = adapt(bind(skel, motion, TriMesh(V, T)), TriMesh(lowered, T), bone_lengths=small).positions
+    lo, hi, bottom = lowered[b0:b1, 0].min(), lowered[b0:b1, 0].max(), lowered[b0:b1, 2].min()
+    head = P[:, skel.index("HeadTop")]
+    under = (head[:, 0] > lo - 0.1) & (head[:, 0] < hi + 0.1)
+    assert under.any() and np.all(head[under, 2] <= bottom)
+
+
 @pytest.mark.parametrize("convention", ["bvh", "rigify"])
 def test_ducking_moves_rigidly_with_the_scene(convention):
     """The ducking stage (hips down and back, spine curled) is measured on the targets: a rigid

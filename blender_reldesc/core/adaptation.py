@@ -216,9 +216,12 @@ class Rig:
         self.solver_options = dict(solver_options or {})
         # Ducking (on by default; ``share_compression=False`` gives the descriptors' targets alone).
         self.share_compression = bool(self.solver_options.pop("share_compression", True))
-        # ``trunk_from_lengths=True``: the trunk's compression is measured against its new bone
-        # lengths, not the source's (``retarget``: the bound motion has the source's proportions).
-        self.trunk_from_lengths = bool(self.solver_options.pop("trunk_from_lengths", False))
+        # The trunk's compression is measured against its new bone lengths wherever they changed
+        # (``trunk_from_lengths``; ``False`` measures against the source's): a character scaled
+        # 0.8 read as a body ducking under a beam by a tenth of its trunk, and its hips went
+        # 10-13 cm back off its feet on open ground (issue 37's collar tie and hug). ``retarget``
+        # always sets it: the bound motion has the source's proportions.
+        from_lengths = self.solver_options.pop("trunk_from_lengths", None)
         # Targets that jump where the source does not are eased (``smooth_jumps``; on by default),
         # on the scale of the source's largest frame-to-frame joint step.
         self.jump_guard = bool(self.solver_options.pop("jump_guard", True))
@@ -238,6 +241,7 @@ class Rig:
         scale[given] = new_len[given] / src.mean(axis=0)[given]
         self.lengths = src * scale
         self.scale = scale
+        self.trunk_from_lengths = bool(np.any(self.scale != 1.0)) if from_lengths is None else bool(from_lengths)
         bones = skeleton.bones
         bones = bones[~zero[bones[:, 1]]]
         self.bones = np.stack([rep[bones[:, 0]], bones[:, 1]], axis=1) if len(bones) else bones

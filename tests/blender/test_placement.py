@@ -210,7 +210,10 @@ def test_an_armature_moved_away_is_pulled_back_says_so_and_rebinds_here(fbx_scen
     assert np.abs(heads_over_frames(scene, arm, range(1, FRAMES + 1)) - shifted).max() < 1e-4
 
 
-def test_a_scaled_armature_is_a_bigger_character_on_the_same_floor(tmp_path):
+@pytest.mark.parametrize("factor", [1.2, 0.8])
+def test_a_scaled_armature_is_a_bigger_character_on_the_same_floor(tmp_path, factor):
+    # Scaled 0.8: a smaller character, not one ducking (its trunk measured against the source's
+    # read as a duck, and the hips leaned back off the feet).
     scene, arm, env, bridge, beam = demo.build_scene(frames=FRAMES, deck_cells=(40, 8))
     names = [b.name for b in arm.data.bones]
     feet = [names.index("LeftToe"), names.index("RightToe")]
@@ -218,22 +221,26 @@ def test_a_scaled_armature_is_a_bigger_character_on_the_same_floor(tmp_path):
     bpy.context.view_layer.update()
     source = heads_over_frames(scene, arm, range(1, FRAMES + 1))
     assert bpy.ops.reldesc.bind(armature="Walker", environment=env.name) == {'FINISHED'}
-    arm.scale = (1.2, 1.2, 1.2)
+    arm.scale = (factor, factor, factor)
     bpy.context.view_layer.update()
     report = _report(arm)
-    assert report["placement"]["object_scale"] == pytest.approx(1.2, rel=1e-6)
+    assert report["placement"]["object_scale"] == pytest.approx(factor, rel=1e-6)
     assert report["placement"]["moved_from_environment"] < 1e-5
     assert report["bone_length_error_max"] < 1e-3
     baked = heads_over_frames(scene, arm, range(1, FRAMES + 1))
-    # Longer bones, in the world: the thigh is 1.2 times the source's.
+    # Other bones, in the world: the thigh is ``factor`` times the source's.
     thigh = lambda h: np.linalg.norm(h[:, names.index("LeftLeg")] - h[:, names.index("LeftUpLeg")], axis=-1)  # noqa: E731
-    np.testing.assert_allclose(thigh(baked), 1.2 * thigh(source), rtol=1e-3)
-    # On the same floor: the toes as low as the source's (to 1 cm), the hips higher.
+    np.testing.assert_allclose(thigh(baked), factor * thigh(source), rtol=1e-3)
+    # On the same floor: the toes as low as the source's (to 1 cm), the hips higher or lower.
     assert baked[:, feet, 2].min() == pytest.approx(source[:, feet, 2].min(), abs=0.01)
-    assert np.median(baked[:, 0, 2] / source[:, 0, 2]) > 1.1
+    ratio = np.median(baked[:, 0, 2] / source[:, 0, 2])
+    assert ratio > 1.1 if factor > 1 else ratio < 0.9
     # Scaled about its origin 0.3 m aside, it did not move: no sideways shift of 0.2 x 0.3 m
     # (longer legs stride a little further along the walk).
     assert np.abs(baked[:, 0, 1] - source[:, 0, 1]).max() < 0.03
+    # The hips as far ahead of the feet as the source's, scaled, within 3 cm on average.
+    ahead = lambda h: h[:, 0, 0] - h[:, [names.index("LeftFoot"), names.index("RightFoot")], 0].mean(axis=1)  # noqa: E731
+    assert abs(np.mean(ahead(baked) - factor * ahead(source))) < 0.03
 
 
 def _clearance(scene, a, b):

@@ -16,7 +16,9 @@ environment as usual; the clips have the same frames) and keeps, per character, 
 partner bone, the source's offsets. ``adapt_partners(...)`` adapts the characters together:
 
 1. each character is first adapted to the environment alone;
-2. then, for ``rounds`` rounds (five: the paper's three iterations, the first thrice), each character is
+2. then, for ``rounds`` rounds (five: the paper's three iterations, the first thrice, and up to
+   two more with every capsule while the last still moved a joint ``SETTLE_TOLERANCE`` body
+   heights), each character is
    adapted again with its joints also drawn to where its partners' capsules, as just solved,
    put them; the spatial window shrinks over the rounds: every capsule with weight 1, then
    within half the body height, then the fade window of Eq. 5 (r2 = r1 + H / 4);
@@ -53,6 +55,12 @@ RADIUS_FRACTION = 0.12
 #: five; eight hold them as five do, every joint within 1.3 cm on 40- to 300-frame clips (an
 #: elbow 5.1 cm on a 30-frame one; the rounds with every capsule settle: 31, 11, 3, 2, 0.6 cm).
 ROUNDS = 5
+#: Rounds with every capsule added while the last one still moved a joint more than
+#: ``SETTLE_TOLERANCE`` body heights (at most ``SETTLE_ROUNDS``), before the narrower windows.
+#: The collar tie with the smaller partner standing over its feet (it had leaned back, read as a
+#: duck) moved 28, 7, 6 cm in its three, then 2 and 0.2: five rounds ended 6 cm from eight.
+SETTLE_ROUNDS = 2
+SETTLE_TOLERANCE = 0.005
 #: Solver settings of a round against the partners (``solvers.Warper``): the rounds before the
 #: last only feed the next one's targets, so their segments join within 1e-3 body heights and
 #: their frame 0 settles to 1e-5.
@@ -454,7 +462,7 @@ class CapsuleCollisions:
 
 def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, poses=None, rounds=ROUNDS,
                    per_character=None, progress=None, contacts=None, outcomes=None, whole_body=True,
-                   changes=None, solver="descriptors", **options):
+                   changes=None, solver="descriptors", settle=True, **options):
     """Adapt characters together (§9). Returns a list of ``AdaptResult``, one per character.
 
     bindings : as for ``bind_partners``; meshes : the environment now, per character (or one
@@ -475,6 +483,8 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         where the partner does not hold this character back; False steers the limbs alone.
     changes : optional list that receives, per round, the farthest any joint of any character
         moved from the round before (length units): the rounds' convergence.
+    settle : the rounds with every capsule go on, up to ``SETTLE_ROUNDS`` more, while the last
+        one moved a joint more than ``SETTLE_TOLERANCE`` body heights; False: ``rounds`` exactly.
     solver : "descriptors" (the rounds above) or "interaction_mesh": every character's joints in
         one interaction mesh per frame, solved together (``adaptation.adapt_group_interaction_
         mesh``; the partners' capsules, rounds, leans and contacts do not apply, the characters
@@ -498,7 +508,8 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
         shared = {k: own[0][k] for k in ("collisions", "solver_options") if k in own[0]}
         return adapt_group_interaction_mesh(bindings, meshes[0], bone_lengths, own, poses, progress, **shared)
     solving = sum(p is None for p in poses)
-    total, done = max(1, solving * (1 + max(rounds, 0))), [0]
+    extra = SETTLE_ROUNDS if settle and rounds >= 3 else 0
+    total, done = max(1, solving * (1 + max(rounds, 0) + extra)), [0]
 
     def step_progress():
         if progress is None:
@@ -545,8 +556,10 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * \
                 partners.body_height
     windows = _windows(rounds, H)
-    for r, window in enumerate(windows):
-        before = [p.copy() for p in current] if changes is not None else None
+    r = 0
+    while r < len(windows):
+        window = windows[r]
+        before = [p.copy() for p in current]
         for c, b in enumerate(bindings):
             if poses[c] is not None:
                 continue
@@ -569,8 +582,16 @@ def adapt_partners(bindings, meshes, partners, bone_lengths=None, radii=None, po
             finished_one()
             current[c] = results[c].positions
             settled[c] = float(np.abs(results[c].targets - results[c].positions).max()) <= REST_TOLERANCE * H
+        moved = max(float(np.linalg.norm(p - q, axis=-1).max()) for p, q in zip(current, before))
         if changes is not None:
-            changes.append(max(float(np.linalg.norm(p - q, axis=-1).max()) for p, q in zip(current, before)))
+            changes.append(moved)
+        if extra and window is None and r + 1 < len(windows) and windows[r + 1] is not None \
+                and moved > SETTLE_TOLERANCE * H:
+            windows.insert(r + 1, None)
+            extra -= 1
+        r += 1
+    if progress is not None:                     # the end, whether or not the settling rounds ran
+        progress(total * 1000, total * 1000)
     for c, b in enumerate(bindings):
         if results[c] is None:                   # given, not adapted: reported as it is
             zeros = np.zeros(current[c].shape[:2])

@@ -219,7 +219,8 @@ class Rig:
         # The trunk's compression is measured against its new bone lengths wherever they changed
         # (``trunk_from_lengths``; ``False`` measures against the source's): a character scaled
         # 0.8 read as a body ducking under a beam by a tenth of its trunk, and its hips went
-        # 10-13 cm back off its feet on open ground (issue 37's collar tie and hug). ``retarget``
+        # 11-13 cm back off its feet on open ground (issue 37's collar tie and hug; 16-36 cm at
+        # 0.85-0.7 on the conventions' generated pose, 10-27 cm on the real walk). ``retarget``
         # always sets it: the bound motion has the source's proportions.
         from_lengths = self.solver_options.pop("trunk_from_lengths", None)
         # Targets that jump where the source does not are eased (``smooth_jumps``; on by default),

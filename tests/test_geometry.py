@@ -439,3 +439,14 @@ def test_a_static_mesh_keeps_its_colliders_and_other_bands_share_their_trees():
     assert Collider.of(moving, 0.3, 1) is not Collider.of(moving, 0.3, 1)
     np.testing.assert_allclose(Collider.of(moving, 0.3, 1).closest(pts)[0],
                                fresh.with_band(0.3).closest(pts - [0.0, 0.0, 0.1])[0])
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((27, 3), (27, 3)), ((1, 8, 3), (1, 8, 3)), ((5, 1, 3), (1, 4, 3)),
+                                    ((5, 3), (3,)), ((600, 3), (600, 3)), ((400, 27, 3), (400, 27, 3))])
+def test_cross_of_few_and_of_many_vectors_is_numpys(shapes):
+    # Up to 512 vectors the cross product comes from rolled components, more from single ones:
+    # both give numpy's numbers to the bit, broadcasting included.
+    from blender_reldesc.core.geometry import cross
+    rng = np.random.default_rng(len(shapes[0]) + shapes[0][0])
+    a, b = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
+    np.testing.assert_array_equal(cross(a, b), np.cross(a, b))

@@ -1,6 +1,7 @@
 """Warping solver details: hinge limits (paper §8) and the edge colouring."""
 
 import numpy as np
+import pytest
 
 from blender_reldesc.core import Skeleton, TriMesh, bind
 from blender_reldesc.core import synthetic as S
@@ -68,3 +69,74 @@ def test_edge_colouring_of_a_graph_that_needs_one_more_colour_is_still_valid():
     groups = color_edges(edges, 10)
     _assert_colouring(edges, groups)
     assert len(groups) == 4
+
+def _folded(skel, motion, f, rng):
+    """Frame ``f`` of ``motion`` with every joint jittered and each limb's middle joint pulled
+    towards its parent: bones off their lengths and bend limits broken, for the sweeps."""
+    pose = motion[f] + rng.normal(0.0, 0.03, motion[f].shape)
+    for j in range(len(skel)):
+        p = skel.parents[j]
+        if p >= 0 and len(skel.children(j)) == 1:
+            pose[j] = pose[p] + 0.3 * (pose[j] - pose[p])
+    return pose
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue"])
+def test_a_single_pose_steps_as_it_does_in_a_batch(convention):
+    # A batch of one pose (the live preview, the sequential solve) sweeps with products of
+    # gather and scatter matrices instead of takes and writes: its sweeps must give the numbers
+    # a batch of several poses gives, to the bit, with bend limits broken, pins held, and
+    # Rigify's face clusters.
+    skel, off, roles = S.convention_rig(convention)
+    motion = S.posed_motion(skel, off, roles, 12, limbs="bent", speed=1.0)
+    lo = motion.reshape(-1, 3).min(0)
+    mesh = TriMesh(*S.grid(8.0, 8.0, 8, 8, origin=(lo[0] - 4.0, lo[1] - 4.0), z=lo[2] - 0.01))
+    rig = Rig(bind(skel, motion, mesh))
+    rng = np.random.default_rng(3)
+    pins = np.full(motion.shape, np.nan)
+    pins[:, roles.index("hips")] = motion[:, roles.index("hips")] + [0.0, 0.0, -0.05]
+    pinned = rig.warper()
+    pinned.pins = pins
+    for warper in (rig.warper(), pinned):
+        assert warper.limits is not None
+        f = 5
+        previous = _folded(skel, motion, f - 1, rng)
+        affinity = rng.uniform(0.0, 1.0, len(skel))
+        # The sweeps alone: to the bit.
+        single = np.ascontiguousarray(previous.T[:, :, None])                 # (3,J,1)
+        double = np.ascontiguousarray(np.stack([previous, previous]).transpose(2, 1, 0))
+        _, groups1, held1, _ = warper._prepare(np.array([f]), affinity[None])
+        _, groups2, held2, _ = warper._prepare(np.array([f, f]), np.stack([affinity, affinity]))
+        assert groups1[-1][0][-1] is not None and groups2[-1][0][-1] is None   # the two paths
+        for _ in range(4):
+            Warper._sweep(single, groups1, held1)
+            Warper._sweep(double, groups2, held2)
+        np.testing.assert_array_equal(single[..., 0], double[..., 0])
+        np.testing.assert_array_equal(single[..., 0], double[..., 1])
+        assert np.abs(single[..., 0].T - previous).max() > 0.01              # the sweeps did move it
+        # A whole step (hinges, whose batched SVD and products round apart by an ulp or so, too).
+        one = warper.next(f, previous, motion[f - 1], motion[f], affinity)
+        two = warper._advance(np.array([f, f]), np.stack([previous, previous]), motion[[f - 1, f - 1]],
+                              motion[[f, f]], np.stack([affinity, affinity]))
+        np.testing.assert_allclose(one, two[0], rtol=0, atol=1e-12)
+
+
+def test_hinge_anchors_with_different_numbers_of_children_fit_as_one_by_one():
+    # The anchors' best fits are one SVD call, each anchor's children padded with the anchor
+    # itself: the same rotations, to the bit, as fitting each anchor on its own.
+    from blender_reldesc.core.skeleton.joints import Hinges, _anchor_rotations
+    rng = np.random.default_rng(5)
+    motion = rng.normal(size=(4, 9, 3))
+    pose = rng.normal(size=(2, 9, 3))
+    anchors = [(0, np.array([1, 2, 3, 4])), (5, np.array([6, 7])), (8, np.array([2, 6, 7]))]
+    hinges = Hinges(np.array([[1, 2, 3]]), anchors, np.array([0]), np.zeros((4, 1, 3)), np.zeros((4, 1, 3)))
+    kids, anchor = hinges._anchor_layout
+    f = np.array([1, 3])
+    src = motion[f[:, None, None], kids] - motion[f[:, None], anchor][..., None, :]
+    now = pose[:, kids] - pose[:, anchor][..., None, :]
+    rot, ok = _anchor_rotations(src, now)
+    for a, (j, children) in enumerate(anchors):
+        r1, ok1 = _anchor_rotations(motion[f[:, None], children] - motion[f, j][:, None],
+                                    pose[:, children] - pose[:, j][:, None])
+        np.testing.assert_allclose(rot[:, a], r1, rtol=0, atol=1e-14)
+        np.testing.assert_array_equal(ok[:, a], ok1)

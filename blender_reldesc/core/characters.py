@@ -46,6 +46,7 @@ from . import constants as C
 from .adaptation import AdaptResult, LiveSession, Rig, adapt, adapt_group_interaction_mesh, with_guide
 from .solvers.interaction_mesh import check_solver
 from .errors import InputError
+from .geometry import cross
 
 #: Default capsule radius as a fraction of the bone's length (the body's average limb).
 RADIUS_FRACTION = 0.12
@@ -174,7 +175,7 @@ def _bone_frames(skeleton, positions, bones, side=None, candidates=None):
     first = np.argmax(ok, axis=2)                                                # a world axis always is
     pick = np.take_along_axis(across, first[..., None, None], axis=2)[:, :, 0]
     ref = pick / np.maximum(np.take_along_axis(n, first[..., None], axis=2), 1e-300)
-    return np.stack([u, ref, np.cross(u, ref)], axis=-1)
+    return np.stack([u, ref, cross(u, ref)], axis=-1)
 
 
 @dataclass

@@ -188,6 +188,17 @@ class Hinges:
         self.upper = upper
         self.bent = np.einsum("fhi,fhi->fh", normal, normal) > 0           # (F,H): a normal to keep
 
+    @property
+    def _anchor_layout(self):
+        """``(children (A,K), anchors (A,))``: each distinct anchor's children, padded to the most
+        any has with the anchor itself."""
+        kept = self.__dict__.get("_layout")
+        if kept is None:
+            K = max(len(kids) for _, kids in self.anchors)
+            kids = np.array([np.r_[kids, np.full(K - len(kids), a)] for a, kids in self.anchors], np.int64)
+            kept = self._layout = (kids, np.array([a for a, _ in self.anchors], np.int64))
+        return kept
+
     def subset(self, joints):
         """The hinges whose hinge joint is in ``joints`` (a reach re-solves one arm: the others
         are the bake's), with only the anchors they use; None when there are none."""
@@ -260,14 +271,12 @@ class Hinges:
             test = test & free
         if not test.any():
             return p
-        rots, oks = [], []
-        for anchor, kids in self.anchors:                             # one per distinct anchor, (S,3,3)
-            src, now = src_motion[f[:, None], kids], p[:, kids]        # only the joints it needs
-            src -= src_motion[f, anchor][:, None]
-            rot, ok = _anchor_rotations(src, now - p[:, anchor, None])
-            rots.append(rot)
-            oks.append(ok)
-        rot_all, ok_all = np.stack(rots, axis=1), np.stack(oks, axis=1)   # (S,A,3,3), (S,A)
+        # Every anchor's best fit in one SVD call (S,A,3,3): its children's offsets padded with the
+        # anchor itself, whose offset is zero and adds nothing to the covariance.
+        kids, anchor = self._anchor_layout
+        src = src_motion[f[:, None, None], kids] - src_motion[f[:, None], anchor][..., None, :]
+        now = p[:, kids] - p[:, anchor][..., None, :]                   # (S,A,K,3)
+        rot_all, ok_all = _anchor_rotations(src, now)                   # (S,A,3,3), (S,A)
         si, hi = np.nonzero(test & ok_all[:, self.which])
         if not si.size:
             return p

@@ -6,6 +6,8 @@ only conversion to and from scipy's (x, y, z, w) happens in this module.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from scipy.spatial.transform import Rotation
 
@@ -55,16 +57,18 @@ def _swing_unit(u, v):
     """``swing`` of unit directions (...,3) (``recover_rotations`` gives them unit already)."""
     axis = cross(u, v)
     c = dot(u, v)
+    # Opposite directions (1 + c = 0) are turned below; only then are numpy's warnings silenced
+    # (an errstate costs a live frame's seven calls more than the test).
+    turned = bool(c.size) and float(c.min()) < -1 + 1e-12
     # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c), on the flattened
     # matrix in three numpy calls.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore") if turned else contextlib.nullcontext():
         r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
     flat = r.reshape(r.shape[:-2] + (9,))
     flat[..., _DIAGONAL] += c[..., None]
     flat[..., _SKEW_AT] += axis[..., _SKEW_FROM] * _SKEW_SIGN
-    # Opposite directions: half turn about any axis perpendicular to u.
-    opposite = c < -1 + 1e-12
-    if np.any(opposite):
+    if turned:                                   # opposite directions: a half turn about any axis across u
+        opposite = c < -1 + 1e-12
         uo = u[opposite]
         helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
         k = normalize(cross(uo, helper))
@@ -305,7 +309,7 @@ def _several_children(original, adapted, rot, parents, multi, several, eye):
     index, weight, main = several
     u = (original[:, index] - original[:, multi, None]) * weight[..., None]         # (F,M,K,3)
     v = (adapted[:, index] - adapted[:, multi, None]) * weight[..., None]
-    r = kabsch(u, v, np.broadcast_to(weight, u.shape[:-1]))
+    r = kabsch(u, v, weight)                                                         # (M,K) broadcasts
     # Collinear children (e.g. a neck and shoulders that all start at the chest's tail)
     # leave the twist undetermined: carried with the parent and swung, like a bone with one
     # child, so the twist relative to the parent stays as it was.
@@ -313,9 +317,9 @@ def _several_children(original, adapted, rot, parents, multi, several, eye):
     # their distance from the origin, 1e-6 of a short offset far from it), and a best fit of
     # children that noise alone spreads turns the joint about that line at random (a pelvis
     # pitched by whatever noise its thighs carry).
-    span = np.linalg.norm(cross(np.broadcast_to(u[:, :, :1], u[:, :, 1:].shape), u[:, :, 1:]), axis=-1).max(axis=-1)
+    span = np.linalg.norm(cross(u[:, :, :1], u[:, :, 1:]), axis=-1).max(axis=-1)
     flat = span < 1e-4 * np.linalg.norm(u[:, :, 0], axis=-1) ** 2                    # (F,M)
-    if np.any(flat):
+    if flat.any():
         fi, mi = np.nonzero(flat)
         par = parents[multi[mi]]
         base = np.where((par >= 0)[:, None, None], rot[fi, np.maximum(par, 0)], eye[fi])

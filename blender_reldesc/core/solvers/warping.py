@@ -247,13 +247,21 @@ class Warper:
 
     @staticmethod
     def _groups(pairs, lengths, colours, s, at_least):
-        """Per colour ``(ends (2k,), L (k,S), share (2,k,S), at_least)`` for the sweeps: ``ends`` the
-        pairs' first joints then their second, ``share`` the part of the correction each end takes."""
+        """Per colour ``(ends (2k,), L (k,S), share (2,k,S), at_least, one)`` for the sweeps: ``ends``
+        the pairs' first joints then their second, ``share`` the part of the correction each end
+        takes; ``one``: for a batch of one pose (S = 1), ``_one_pose``'s matrices, else None."""
         sa, sb = s[:, pairs[:, 0]], s[:, pairs[:, 1]]
         share = (sa / (sa + sb)).T                                               # Eq. 11
         lengths = lengths.T
-        return [(ends, np.ascontiguousarray(lengths[sl]), np.stack([share[sl] - 1.0, share[sl]]), at_least)
-                for ends, sl in colours]
+        out = []
+        for ends, sl in colours:
+            L, sh = np.ascontiguousarray(lengths[sl]), np.stack([share[sl] - 1.0, share[sl]])
+            one = None
+            if s.shape[0] == 1:
+                gather, scatter = _one_pose(ends, s.shape[1])
+                one = (gather, scatter, L[:, 0], np.ascontiguousarray(sh[..., 0]))
+            out.append((ends, L, sh, at_least, one))
+        return out
 
     def _prepare(self, fs, affinity):
         """Per-step arrays for rows ``fs`` (S,) with affinities (S,J), reused by every sweep."""
@@ -268,7 +276,9 @@ class Warper:
             # A sweep whose poses violate no limit skips the limits' groups (they would move
             # nothing): one test of every pair instead of a projection per colour.
             floor = dmin[frames].T
-            check = (np.concatenate([pairs[:, 0], pairs[:, 1]]), floor * floor * (1.0 + 1e-12))
+            ends = np.concatenate([pairs[:, 0], pairs[:, 1]])
+            floor2 = floor * floor * (1.0 + 1e-12)
+            check = (ends, floor2, None if len(fs) != 1 else (_one_pose(ends, s.shape[1])[0], floor2[:, 0]))
         clusters = [self._cluster(colour, frames, s) for colour in self._cluster_colours]
         groups = (limits, check, clusters, self._groups(self.edges, self.lengths[frames], self._edge_groups, s, False))
         held = None
@@ -308,10 +318,15 @@ class Warper:
         limits, check, clusters, edges = prepared_groups
         groups = edges
         if check is not None:
-            ends, floor2 = check
-            x = p.take(ends, axis=1)
-            k = len(floor2)
-            if (np.add.reduce(np.square(x[:, k:] - x[:, :k]), 0) < floor2).any():
+            ends, floor2, one = check
+            if one is not None:                                       # one pose: one product
+                delta = p.reshape(3, -1) @ one[0]
+                floor2 = one[1]
+            else:
+                x = p.take(ends, axis=1)
+                k = len(floor2)
+                delta = x[:, k:] - x[:, :k]
+            if (np.add.reduce(np.square(delta), 0) < floor2).any():
                 groups = limits() + edges
         for colour in clusters:                                       # shape matching, then the bones
             centres, covs = [], []
@@ -328,7 +343,18 @@ class Warper:
             for k, (members, _, _, qt) in enumerate(colour):
                 goal = np.matmul(rot[:, k], qt)                       # (S,3,m)
                 p[:, members] = goal.transpose(1, 2, 0) + centres[k][:, None]
-        for ends, L, share, at_least in groups:
+        for ends, L, share, at_least, one in groups:
+            if one is not None:                                       # one pose: two products, fewer calls
+                gather, scatter, L, share = one
+                q = p.reshape(3, -1)                                  # (3,J), a view of the contiguous p
+                delta = q @ gather                                    # (3,k): second ends minus first
+                dist = np.sqrt(np.add.reduce(np.square(delta), 0))
+                gap = L - dist
+                if at_least:
+                    np.maximum(gap, 0.0, out=gap)
+                gap /= np.maximum(dist, 1e-300)
+                q += (delta[:, None] * (share * gap)).reshape(3, -1) @ scatter    # Eq. 11, both ends
+                continue
             x = p.take(ends, axis=1)                                  # (3,2k,S): first ends, second ends
             k = len(L)
             delta = x[:, k:] - x[:, :k]
@@ -555,6 +581,30 @@ class Warper:
         for j, parent in self.glue.tolist():
             p[:, j] = p[:, parent]
         return p
+
+
+def _one_pose(ends, joint_count):
+    """A colour's ``ends`` (2k,) as matrices for a sweep of one pose (3,J): ``gather`` (J,k), whose
+    product gives each pair's second end minus its first, and ``scatter`` (2k,J), which adds each
+    end's correction to its joint. A product of one pose costs one numpy call where taking,
+    subtracting and writing back cost five, and gives the same numbers: every entry is one
+    difference (or one correction) plus exact zeros. Kept per colour and joint count."""
+    key = (ends.tobytes(), int(joint_count))
+    kept = _ONE_POSE.get(key)
+    if kept is None:
+        k = len(ends) // 2
+        gather = np.zeros((joint_count, k))
+        gather[ends[:k], np.arange(k)] = -1.0
+        gather[ends[k:], np.arange(k)] = 1.0
+        scatter = np.zeros((2 * k, joint_count))
+        scatter[np.arange(2 * k), ends] = 1.0
+        if len(_ONE_POSE) > 64:
+            _ONE_POSE.clear()
+        kept = _ONE_POSE[key] = (gather, scatter)
+    return kept
+
+
+_ONE_POSE = {}
 
 
 def _cluster_colours(clusters):

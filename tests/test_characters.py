@@ -585,3 +585,36 @@ def test_the_interaction_mesh_follows_a_given_partner_and_says_what_is_wrong():
                        solver="interaction_mesh")
     with pytest.raises(InputError, match="unknown interaction-mesh solver options"):
         adapt_partners([ba, bb], mesh, partners, solver="interaction_mesh", solver_options={"rounds": 3})
+
+
+@pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
+def test_bone_frames_are_orthonormal_and_fall_back_in_order(convention):
+    # Each bone's frame: its axis, the first candidate more than 10 degrees across it (parent
+    # bone, first child bone, the side line, then the world axes), their cross product. Filled
+    # in place for speed; checked here against the rule, with a flattened pose whose parent
+    # and child bones run along some axes, and one pose without a side line.
+    from blender_reldesc.core.characters import _bone_frames, _bones, _frame_candidates, _side_pair
+    skel, off, roles = S.convention_rig(convention)
+    motion = S.posed_motion(skel, off, roles, 6, limbs="bent", speed=1.0)
+    flat = motion.copy()
+    flat[:, :, 1] = 0.0
+    bones = _bones(skel, motion)
+    side = _side_pair(skel, motion)
+    pairs = _frame_candidates(skel, bones)
+    for P, s in ((motion, side), (flat, side), (motion[2:3], None)):
+        R = _bone_frames(skel, P, bones, s)
+        np.testing.assert_allclose(R.swapaxes(-1, -2) @ R, np.broadcast_to(np.eye(3), R.shape), atol=1e-12)
+        assert np.allclose(np.linalg.det(R), 1.0)
+        for f in range(len(P)):
+            for b, (p0, p1) in enumerate(bones.tolist()):
+                u = P[f, p1] - P[f, p0]
+                u /= np.linalg.norm(u)
+                cands = [P[f, q1] - P[f, q0] for q0, q1 in pairs[b] if q0 >= 0]
+                cands += [P[f, s[1]] - P[f, s[0]]] if s is not None else []
+                cands += list(np.eye(3))
+                for v in cands:
+                    across = v - (v @ u) * u
+                    if np.linalg.norm(across) > np.sin(np.radians(10.0)) * np.linalg.norm(v):
+                        break
+                np.testing.assert_allclose(R[f, b, :, 0], u, atol=1e-12)
+                np.testing.assert_allclose(R[f, b, :, 1], across / np.linalg.norm(across), atol=1e-12)

@@ -163,19 +163,26 @@ def _bone_frames(skeleton, positions, bones, side=None, candidates=None):
     u = u / np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-300)
     pairs = _frame_candidates(skeleton, bones) if candidates is None else candidates
     F, B = u.shape[:2]
-    vecs = [np.where((pairs[:, k, 0] >= 0)[None, :, None], P[:, pairs[:, k, 1]] - P[:, pairs[:, k, 0]], 0.0)
-            for k in range(pairs.shape[1])]
+    # The candidates (F,B,K,3) filled in place: the joint pairs', the side line's, the world
+    # axes' (a live preview asks four times a frame: numpy calls are its cost).
+    k = pairs.shape[1]
+    V = np.empty((F, B, k + (side is not None) + 3, 3))
+    V[:, :, :k] = P[:, pairs[..., 1]] - P[:, pairs[..., 0]]
+    V[:, :, :k][:, pairs[..., 0] < 0] = 0.0
     if side is not None:
-        vecs.append(np.broadcast_to((P[:, side[1]] - P[:, side[0]])[:, None], (F, B, 3)))
-    vecs += [np.broadcast_to(axis, (F, B, 3)) for axis in np.eye(3)]
-    V = np.stack(vecs, axis=2)                                                   # (F,B,K,3)
+        V[:, :, k] = (P[:, side[1]] - P[:, side[0]])[:, None]
+    V[:, :, -3:] = _WORLD_AXES
     across = V - np.einsum("fbkd,fbd->fbk", V, u)[..., None] * u[:, :, None]
     n = np.linalg.norm(across, axis=-1)
-    ok = n > np.sin(np.radians(10.0)) * np.linalg.norm(V, axis=-1)
+    ok = n > _SIN_10 * np.linalg.norm(V, axis=-1)
     first = np.argmax(ok, axis=2)                                                # a world axis always is
-    pick = np.take_along_axis(across, first[..., None, None], axis=2)[:, :, 0]
-    ref = pick / np.maximum(np.take_along_axis(n, first[..., None], axis=2), 1e-300)
+    fi, bi = np.arange(F)[:, None], np.arange(B)[None]
+    ref = across[fi, bi, first] / np.maximum(n[fi, bi, first], 1e-300)[..., None]
     return np.stack([u, ref, cross(u, ref)], axis=-1)
+
+
+_WORLD_AXES = np.eye(3)
+_SIN_10 = np.sin(np.radians(10.0))
 
 
 @dataclass
@@ -274,6 +281,11 @@ def bind_partners(bindings, radii=None):
     return out
 
 
+def _unit(x):
+    """``x`` clipped to [0, 1] (NaN stays NaN, as with np.clip)."""
+    return np.minimum(np.maximum(x, 0.0), 1.0)
+
+
 def partner_targets(partners, c, positions, poses, radii=None, window=None, body_height=None, joints=None,
                     frames=None):
     """Targets of character ``c``'s joints from its partners' capsules, with their weights.
@@ -323,24 +335,26 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
         t = foot + np.einsum("fbdk,fjbk->fjbd", axes, offset * scale[..., None])
         parts.append((t, clearance))
-    T = np.concatenate([t for t, _ in parts], axis=2)                                    # (F,K,Btot,3)
-    L = np.concatenate([lc for _, lc in parts], axis=2)                                  # (F,K,Btot)
+    # (One partner: its arrays as they are. ``_unit`` is np.clip(x, 0, 1) without its wrapper:
+    # a live preview asks four times a frame.)
+    T = parts[0][0] if len(parts) == 1 else np.concatenate([t for t, _ in parts], axis=2)     # (F,K,Btot,3)
+    L = parts[0][1] if len(parts) == 1 else np.concatenate([lc for _, lc in parts], axis=2)   # (F,K,Btot)
     dist = np.maximum(L, 0.0)
     d0 = CONTACT * H
     if window is None:
         w = np.ones_like(dist)
     else:
         r1 = dist.min(axis=2, keepdims=True)
-        w = np.clip(1.0 - (dist - r1) / window, 0.0, 1.0)                                # Eq. 5
+        w = _unit(1.0 - (dist - r1) / window)                                            # Eq. 5
         # Product decision: weighted by proximity too, min(1, d0 / clearance), as the
         # environment's affinity is: within the paper's window (a quarter of the body height)
         # a hand holding a grown partner's hand also kept its offsets from the partner's
         # forearm and chest, and the hands stayed 7 cm apart where they were 4.
-        w = w * np.clip(d0 / np.maximum(dist, d0), 0.0, 1.0)
+        w = w * _unit(d0 / np.maximum(dist, d0))
     den = w.sum(axis=2)
     targets[:, js] = np.einsum("fjb,fjbd->fjd", w, T) / np.maximum(den, 1e-300)[..., None]
     distance[:, js] = dist.min(axis=2)
-    prox[:, js] = np.clip(d0 / np.maximum(distance[:, js], d0), 0.0, 1.0)
+    prox[:, js] = _unit(d0 / np.maximum(distance[:, js], d0))
     return targets, prox, depth, distance
 
 

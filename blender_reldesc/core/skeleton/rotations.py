@@ -51,6 +51,10 @@ def swing(u, v):
 _DIAGONAL = np.array([0, 4, 8])
 _SKEW_AT, _SKEW_FROM = np.array([1, 2, 3, 5, 6, 7]), np.array([2, 1, 2, 0, 1, 0])
 _SKEW_SIGN = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
+#: (c, k) (4,) -> the flattened c I + [k]x (9,), from the entries above.
+_RODRIGUES = np.zeros((4, 9))
+_RODRIGUES[0, _DIAGONAL] = 1.0
+_RODRIGUES[1 + _SKEW_FROM, _SKEW_AT] = _SKEW_SIGN
 
 
 def _swing_unit(u, v):
@@ -60,13 +64,13 @@ def _swing_unit(u, v):
     # Opposite directions (1 + c = 0) are turned below; only then are numpy's warnings silenced
     # (an errstate costs a live frame's seven calls more than the test).
     turned = bool(c.size) and float(c.min()) < -1 + 1e-12
-    # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c), on the flattened
-    # matrix in three numpy calls.
+    # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c).
     with np.errstate(divide="ignore", invalid="ignore") if turned else contextlib.nullcontext():
         r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
-    flat = r.reshape(r.shape[:-2] + (9,))
-    flat[..., _DIAGONAL] += c[..., None]
-    flat[..., _SKEW_AT] += axis[..., _SKEW_FROM] * _SKEW_SIGN
+    # c I + [k]x as one product of (c, k) with ``_RODRIGUES``: every entry of the flattened
+    # matrix gets its one term plus exact zeros (the same numbers as adding c to the diagonal and
+    # k's components to their places, in fewer numpy calls).
+    r.reshape(r.shape[:-2] + (9,))[...] += np.concatenate([c[..., None], axis], axis=-1) @ _RODRIGUES
     if turned:                                   # opposite directions: a half turn about any axis across u
         opposite = c < -1 + 1e-12
         uo = u[opposite]

@@ -140,3 +140,23 @@ def test_hinge_anchors_with_different_numbers_of_children_fit_as_one_by_one():
                                     pose[:, children] - pose[:, j][:, None])
         np.testing.assert_allclose(rot[:, a], r1, rtol=0, atol=1e-14)
         np.testing.assert_array_equal(ok[:, a], ok1)
+
+
+def test_a_single_pose_that_is_not_contiguous_is_swept_in_place_all_the_same():
+    # The one-pose sweep adds to a (3,J) view of the pose; a pose laid out otherwise takes the
+    # general path, so the corrections are never written to a copy.
+    skel, off, roles = S.convention_rig("bvh")
+    motion = S.posed_motion(skel, off, roles, 8, limbs="bent", speed=1.0)
+    lo = motion.reshape(-1, 3).min(0)
+    rig = Rig(bind(skel, motion, TriMesh(*S.grid(8.0, 8.0, 8, 8, origin=(lo[0] - 4.0, lo[1] - 4.0), z=lo[2] - 0.01))))
+    warper = rig.warper()
+    pose = _folded(skel, motion, 3, np.random.default_rng(1))
+    _, groups, held, _ = warper._prepare(np.array([3]), np.full((1, len(skel)), 0.5))
+    contiguous = np.ascontiguousarray(pose.T[:, :, None])
+    strided = np.zeros((3, len(skel), 2))[:, :, :1]                           # a view with a stride
+    strided[...] = contiguous
+    assert not strided.flags.c_contiguous
+    Warper._sweep(contiguous, groups, held)
+    Warper._sweep(strided, groups, held)
+    assert np.abs(contiguous[..., 0].T - pose).max() > 0.01
+    np.testing.assert_allclose(strided, contiguous, rtol=0, atol=1e-15)

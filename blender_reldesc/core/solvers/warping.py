@@ -343,10 +343,12 @@ class Warper:
             for k, (members, _, _, qt) in enumerate(colour):
                 goal = np.matmul(rot[:, k], qt)                       # (S,3,m)
                 p[:, members] = goal.transpose(1, 2, 0) + centres[k][:, None]
+        # One pose (3,J,1) as (3,J): a view when p is contiguous (as the steps make it), so that
+        # adding to it moves p; otherwise the general path below.
+        q = p.reshape(3, -1) if p.flags.c_contiguous else None
         for ends, L, share, at_least, one in groups:
-            if one is not None:                                       # one pose: two products, fewer calls
+            if one is not None and q is not None:                     # one pose: two products, fewer calls
                 gather, scatter, L, share = one
-                q = p.reshape(3, -1)                                  # (3,J), a view of the contiguous p
                 delta = q @ gather                                    # (3,k): second ends minus first
                 dist = np.sqrt(np.add.reduce(np.square(delta), 0))
                 gap = L - dist

@@ -219,17 +219,19 @@ SCENES = (("collar tie", "wrestle", 0.45, ("scaled 0.8", "scaled 1.2")),
           ("hand on shoulder", "shoulder", 0.5, ("lowered 0.2", "crouching 0.4")))
 
 
-def _scene_edits(frames, mesh):
+def _scene_edits(frames, mesh, core=None):
     """Each of ``SCENES``' edits, bound on ``mesh``: ``(label, hold, edit, skel, (a, b), (ba, bb),
-    partners, adapt_partners arguments, the partner's scale, the characters whose feet count)``."""
+    partners, adapt_partners arguments, the partner's scale, the characters whose feet count)``.
+    ``core``: optional ``(synthetic, bind, bind_partners)`` of another tree (``bench_live_ab.py``)."""
+    S_, bind_, bind_partners_ = (S, bind, bind_partners) if core is None else core
     for label, hold, apart, edits in SCENES:
-        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
-        ba, bb = bind(skel, a, mesh), bind(skel, b, mesh)
-        partners = bind_partners([ba, bb])
+        skel, (a, b) = S_.pair_scene(frames, apart=apart, hold=hold)
+        ba, bb = bind_(skel, a, mesh), bind_(skel, b, mesh)
+        partners = bind_partners_([ba, bb])
         for edit in edits:
             kind, v = edit.split()
             v = float(v)
-            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
+            crouched = S_.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
             yield (label, hold, edit, skel, (a, b), (ba, bb), partners) + _edit(kind, v, skel, b, crouched)
 
 

@@ -18,7 +18,6 @@ import pathlib
 import platform
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -43,29 +42,19 @@ def scenes(pkg, frames):
     core, S, ch = pkg["core"], pkg["synthetic"], pkg["characters"]
     mesh = core.TriMesh(*S.grid(4.0, 4.0, 16, 16, origin=(-2.0, -2.0)))
     out = []
-    for label, hold, apart, edits in B.SCENES:
-        skel, (a, b) = S.pair_scene(frames, apart=apart, hold=hold)
-        ba, bb = core.bind(skel, a, mesh), core.bind(skel, b, mesh)
-        partners = ch.bind_partners([ba, bb])
-        for edit in edits:
-            kind, v = edit.split()
-            v = float(v)
-            crouched = S.pair_scene(frames, apart=apart, hold=hold, crouch=v)[1][1] if kind == "crouching" else None
-            kw = B._edit(kind, v, skel, b, crouched)[0]
-            one = kw.get("bone_lengths", [None, None])[1]
-            out.append((f"{label}, {edit}",
-                        lambda ba=ba, bb=bb, partners=partners, kw=kw: ch.PartnersLiveSession([ba, bb], partners, **kw),
-                        lambda bb=bb, one=one: core.LiveSession(bb, bone_lengths=one), mesh.vertices))
+    for label, _, edit, _, _, (ba, bb), partners, kw, _, _ in B._scene_edits(frames, mesh,
+                                                                          (S, core.bind, ch.bind_partners)):
+        one = kw.get("bone_lengths", [None, None])[1]
+        out.append((f"{label}, {edit}",
+                    lambda ba=ba, bb=bb, partners=partners, kw=kw: ch.PartnersLiveSession([ba, bb], partners, **kw),
+                    lambda bb=bb, one=one: core.LiveSession(bb, bone_lengths=one), mesh.vertices))
     return out
 
 
 def play(session, frames, vertices):
-    """Poses (F,...) and the median seconds a frame (the first left out)."""
-    got, seconds = [], []
-    for f in range(frames):
-        t0 = time.perf_counter()
-        got.append(session.pose(f, vertices))
-        seconds.append(time.perf_counter() - t0)
+    """Poses (F,...) and the median seconds a frame (the first left out), as ``bench_characters``
+    plays a session."""
+    got, seconds = B._play(session, frames, vertices)
     return np.array(got), float(np.median(seconds[1:]))
 
 

@@ -281,7 +281,7 @@ def bind_partners(bindings, radii=None):
     return out
 
 
-def _unit(x):
+def _clip01(x):
     """``x`` clipped to [0, 1] (NaN stays NaN, as with np.clip)."""
     return np.minimum(np.maximum(x, 0.0), 1.0)
 
@@ -335,7 +335,7 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         scale = np.divide(want, length, out=np.ones_like(length), where=length > 1e-12)
         t = foot + np.einsum("fbdk,fjbk->fjbd", axes, offset * scale[..., None])
         parts.append((t, clearance))
-    # (One partner: its arrays as they are. ``_unit`` is np.clip(x, 0, 1) without its wrapper:
+    # (One partner: its arrays as they are. ``_clip01`` is np.clip(x, 0, 1) without its wrapper:
     # a live preview asks four times a frame.)
     T = parts[0][0] if len(parts) == 1 else np.concatenate([t for t, _ in parts], axis=2)     # (F,K,Btot,3)
     L = parts[0][1] if len(parts) == 1 else np.concatenate([lc for _, lc in parts], axis=2)   # (F,K,Btot)
@@ -345,16 +345,16 @@ def partner_targets(partners, c, positions, poses, radii=None, window=None, body
         w = np.ones_like(dist)
     else:
         r1 = dist.min(axis=2, keepdims=True)
-        w = _unit(1.0 - (dist - r1) / window)                                            # Eq. 5
+        w = _clip01(1.0 - (dist - r1) / window)                                            # Eq. 5
         # Product decision: weighted by proximity too, min(1, d0 / clearance), as the
         # environment's affinity is: within the paper's window (a quarter of the body height)
         # a hand holding a grown partner's hand also kept its offsets from the partner's
         # forearm and chest, and the hands stayed 7 cm apart where they were 4.
-        w = w * _unit(d0 / np.maximum(dist, d0))
+        w = w * _clip01(d0 / np.maximum(dist, d0))
     den = w.sum(axis=2)
     targets[:, js] = np.einsum("fjb,fjbd->fjd", w, T) / np.maximum(den, 1e-300)[..., None]
     distance[:, js] = dist.min(axis=2)
-    prox[:, js] = _unit(d0 / np.maximum(distance[:, js], d0))
+    prox[:, js] = _clip01(d0 / np.maximum(distance[:, js], d0))
     return targets, prox, depth, distance
 
 

@@ -26,6 +26,8 @@ All arrays are in the motion's units; angles in radians unless named degrees.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import constants as C
@@ -188,16 +190,13 @@ class Hinges:
         self.upper = upper
         self.bent = np.einsum("fhi,fhi->fh", normal, normal) > 0           # (F,H): a normal to keep
 
-    @property
+    @functools.cached_property
     def _anchor_layout(self):
         """``(children (A,K), anchors (A,))``: each distinct anchor's children, padded to the most
         any has with the anchor itself."""
-        kept = self.__dict__.get("_layout")
-        if kept is None:
-            K = max(len(kids) for _, kids in self.anchors)
-            kids = np.array([np.r_[kids, np.full(K - len(kids), a)] for a, kids in self.anchors], np.int64)
-            kept = self._layout = (kids, np.array([a for a, _ in self.anchors], np.int64))
-        return kept
+        K = max(len(kids) for _, kids in self.anchors)
+        kids = np.array([np.r_[kids, np.full(K - len(kids), a)] for a, kids in self.anchors], np.int64)
+        return kids, np.array([a for a, _ in self.anchors], np.int64)
 
     def subset(self, joints):
         """The hinges whose hinge joint is in ``joints`` (a reach re-solves one arm: the others

@@ -61,9 +61,10 @@ def _swing_unit(u, v):
     """``swing`` of unit directions (...,3) (``recover_rotations`` gives them unit already)."""
     axis = cross(u, v)
     c = dot(u, v)
-    # Opposite directions (1 + c = 0) are turned below; only then are numpy's warnings silenced
-    # (an errstate costs a live frame's seven calls more than the test).
-    turned = bool(c.size) and float(c.min()) < -1 + 1e-12
+    # Opposite directions (1 + c = 0) are turned below; numpy's warnings are silenced only where
+    # there are some (an errstate is a context manager of Python calls, on every swing).
+    opposite = c < -1 + 1e-12
+    turned = bool(opposite.any())
     # Rodrigues with k = axis (unnormalised): R = c I + [k]x + k kᵀ / (1 + c).
     with np.errstate(divide="ignore", invalid="ignore") if turned else contextlib.nullcontext():
         r = axis[..., :, None] * (axis / (1.0 + c)[..., None])[..., None, :]
@@ -72,7 +73,6 @@ def _swing_unit(u, v):
     # k's components to their places, in fewer numpy calls).
     r.reshape(r.shape[:-2] + (9,))[...] += np.concatenate([c[..., None], axis], axis=-1) @ _RODRIGUES
     if turned:                                   # opposite directions: a half turn about any axis across u
-        opposite = c < -1 + 1e-12
         uo = u[opposite]
         helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
         k = normalize(cross(uo, helper))

@@ -343,12 +343,16 @@ class Warper:
             for k, (members, _, _, qt) in enumerate(colour):
                 goal = np.matmul(rot[:, k], qt)                       # (S,3,m)
                 p[:, members] = goal.transpose(1, 2, 0) + centres[k][:, None]
-        # One pose (3,J,1) as (3,J): a view when p is contiguous (as the steps make it), so that
-        # adding to it moves p; otherwise the general path below.
-        q = p.reshape(3, -1) if p.flags.c_contiguous else None
+        # The poses' columns (3,J*S): a view of p when it can be one (p contiguous, as the steps
+        # make it), so that writing to it moves p; None when it would be a copy (setting .shape
+        # instead is deprecated in numpy 2.5).
+        columns = p.reshape(3, -1)
+        if not (p.flags.c_contiguous or np.may_share_memory(columns, p)):
+            columns = None
         for ends, L, share, at_least, one in groups:
-            if one is not None and q is not None:                     # one pose: two products, fewer calls
+            if one is not None and columns is not None:               # one pose: two products, fewer calls
                 gather, scatter, L, share = one
+                q = columns                                           # (3,J)
                 delta = q @ gather                                    # (3,k): second ends minus first
                 dist = np.sqrt(np.add.reduce(np.square(delta), 0))
                 gap = L - dist
@@ -368,8 +372,7 @@ class Warper:
             x.reshape(3, 2, k, -1)[...] += delta[:, None] * (share * gap)     # Eq. 11, both ends
             p[:, ends] = x
         if held is not None:
-            columns = p.reshape(3, -1)               # a view of p's columns (setting .shape: deprecated
-            if not np.may_share_memory(columns, p):  # in numpy 2.5); raises rather than write a copy
+            if columns is None:                      # raises rather than write a copy
                 raise ValueError("the poses are not contiguous: held joints would be written to a copy")
             columns[:, held[0]] = held[1]
 

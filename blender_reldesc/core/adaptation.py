@@ -140,6 +140,10 @@ JUMP_REACH = int(4 * JUMP_SIGMA + 0.5) + 1
 #: The live preview, asked for one frame whose targets are not made, makes this many frames'
 #: beyond it too (``LiveSession._targets``).
 READ_AHEAD = 16
+#: ``Rig.finish`` and ``Rig.bone_error`` take poses this many at a time: each pass over a crowd's
+#: 100k poses (65 MB an array) then stays in the cache (measured for 100 x 1000: finish 0.68 s
+#: against 1.07 s in one piece, bone errors 0.04 against 0.10; the same numbers, rows are independent).
+ROWS_AT_ONCE = 4096
 
 
 def jumps(source_from, source_to, target_from, target_to, top, fraction=JUMP_FRACTION):
@@ -474,9 +478,16 @@ class Rig:
         joints held by something else (a partner), which the twist limits leave in place as
         they leave pinned ones, though the exact-length pass moves them.
         """
+        frames = np.asarray(frames)
+        if len(positions) > ROWS_AT_ONCE:
+            out = np.empty(np.shape(positions))
+            for a in range(0, len(out), ROWS_AT_ONCE):
+                rows = slice(a, a + ROWS_AT_ONCE)
+                out[rows] = self.finish(positions[rows], frames[rows], None if held is None else held[rows],
+                                        None if twist_held is None else twist_held[rows])
+            return out
         out = np.array(positions, dtype=float)
         sk = self.binding.skeleton
-        frames = np.asarray(frames)
         if held is None and self.pins is not None:
             held = ~np.isnan(self.pins[frames][..., 0])
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
@@ -512,8 +523,11 @@ class Rig:
         b = self.bones
         if not len(b):
             return np.zeros(len(positions))
+        positions, frames = np.asarray(positions), np.asarray(frames)
+        if len(positions) > ROWS_AT_ONCE:
+            return np.concatenate([self.bone_error(positions[a:a + ROWS_AT_ONCE], frames[a:a + ROWS_AT_ONCE])
+                                   for a in range(0, len(positions), ROWS_AT_ONCE)])
         # ``take``, not fancy indexing: on a crowd's 100k poses 6x faster, the same values
-        positions = np.asarray(positions)
         got = norm(positions.take(b[:, 1], 1) - positions.take(b[:, 0], 1))   # (n,B)
         want = self.lengths.take(np.asarray(frames), 0).take(b[:, 1], 1)
         return (np.abs(got - want) / want).mean(axis=1)

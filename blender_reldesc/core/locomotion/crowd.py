@@ -640,12 +640,17 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
     for k in range(1, steps):
         if k == W:
             used = p.copy()
-        fr = np.minimum(first + k, F - 1)
+        # The segments still inside the frames (the last one ends first; every one ends after its
+        # warm-up): a row's solve does not depend on the others in its batch.
+        n = int(np.count_nonzero(first + k < F))
+        if n < p.shape[2] // C:
+            p = np.ascontiguousarray(p[:, :, :n * C])
+        fr = first[:n] + k
         q = warper.advance_coordinates((fr[:, None] + at).ravel(), p, _coordinates(targets[:, fr - 1]),
-                                       _coordinates(targets[:, fr]), affinity[:, fr].swapaxes(0, 1).reshape(K * C, J))
+                                       _coordinates(targets[:, fr]), affinity[:, fr].swapaxes(0, 1).reshape(n * C, J))
         p = np.transpose(q, (2, 1, 0))
-        keep = np.flatnonzero(((k >= W) | (first == 0)) & (first + k < F))
-        out[:, first[keep] + k] = q.reshape(K, C, J, 3)[keep].swapaxes(0, 1)
+        keep = np.flatnonzero((k >= W) | (first[:n] == 0))
+        out[:, fr[keep]] = q.reshape(n, C, J, 3)[keep].swapaxes(0, 1)
         done += 1
         report()
     if K == 1:

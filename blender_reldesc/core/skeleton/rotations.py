@@ -46,6 +46,26 @@ def swing(u, v):
     return _swing_unit(normalize(u), normalize(v))
 
 
+def swung(u, v, x):
+    """(...,3) vectors ``x`` turned by the smallest rotation taking direction u onto v: ``swing(u, v)
+    @ x`` without making the matrices (a crowd's hinge limits turn 1600 normals a step)."""
+    u, v, x = normalize(u), normalize(v), np.asarray(x, dtype=float)
+    k = cross(u, v)
+    c = dot(u, v)
+    opposite = c < -1 + 1e-12
+    turned = bool(opposite.any())
+    with np.errstate(divide="ignore", invalid="ignore") if turned else contextlib.nullcontext():
+        # Rodrigues with k unnormalised: R x = c x + k × x + k (k·x) / (1 + c).
+        out = c[..., None] * x + cross(k, x) + k * (dot(k, x) / (1.0 + c))[..., None]
+    if turned:                                  # a half turn about an axis across u, as ``swing``
+        uo = np.broadcast_to(u, out.shape)[opposite]
+        helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
+        axis = normalize(cross(uo, helper))
+        xo = np.broadcast_to(x, out.shape)[opposite]
+        out[opposite] = 2.0 * axis * dot(axis, xo)[:, None] - xo
+    return out
+
+
 #: ``_swing_unit``'s entries of a flattened 3x3: the diagonal, and the cross-product matrix's
 #: entries with the component of the axis and the sign each takes.
 _DIAGONAL = np.array([0, 4, 8])

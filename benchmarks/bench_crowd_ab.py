@@ -5,6 +5,11 @@ machine falls on both. Prints per round and the medians, and AFTER's positions a
 
 Run with ``.venv/bin/python benchmarks/bench_crowd_ab.py BEFORE AFTER [--rounds 3]``, BEFORE and
 AFTER being checkouts (``git worktree add /tmp/before <commit>``).
+
+``--in-process``: both trees' cores imported in this one process under names of their own
+(``bench_live_ab.load``), their walks in turns, one process only (``workers`` 1): a slow spell of a
+minute falls on both trees, where processes of their own meet it one at a time. Each tree's layout
+of the played clip (its coefficient table) is warmed first, as a repeated walk finds it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -36,13 +42,49 @@ width = C * 0.5 + 10.0
 terrain = TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2), height=S.hills(0.15, 3.0)))
 paths = lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
 offsets = (np.arange(C) * 7) % 30
-walk(carpet, paths[:1], terrain, offsets[:1], frames=F)
+walk(carpet, paths[:1], terrain, [offsets.max()], frames=F)    # the crowd's layout (the largest offset's)
 t = time.perf_counter()
 r = walk(carpet, paths, terrain, offsets, frames=F, workers=workers)
 seconds = time.perf_counter() - t
 np.save(out, r.positions)
 print(json.dumps({"seconds": seconds}))
 """
+
+
+def in_process(args):
+    """``--in-process``: (seconds per round per tree, each tree's last positions)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from bench_live_ab import load
+    names = ("core", "core.synthetic", "core.locomotion")
+    trees = {"before": load(args.before, "reldesc_crowd_before", names),
+             "after": load(args.after, "reldesc_crowd_after", names)}
+    C, F = args.characters, args.frames
+    walks = {}
+    for name, pkg in trees.items():
+        core, S, loco = pkg["core"], pkg["synthetic"], pkg["locomotion"]
+        skel, motion = S.walk(150)
+        carpet = loco.bind_carpet(skel, motion)
+        length = F * carpet.speed + 1.0
+        width = C * 0.5 + 10.0
+        terrain = core.TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2),
+                                       height=S.hills(0.15, 3.0)))
+        paths = loco.lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
+        offsets = (np.arange(C) * 7) % 30
+        # Warm the layout the crowd plays (its frames: the largest offset's walk).
+        loco.walk(carpet, paths[:1], terrain, [offsets.max()], frames=F)
+        walks[name] = (lambda loco=loco, carpet=carpet, paths=paths, terrain=terrain, offsets=offsets:
+                       loco.walk(carpet, paths, terrain, offsets, frames=F).positions)
+    times, last = {"before": [], "after": []}, {}
+    for k in range(args.rounds):
+        got = {}
+        for name in (("before", "after") if k % 2 == 0 else ("after", "before")):
+            t = time.perf_counter()
+            last[name] = walks[name]()
+            got[name] = time.perf_counter() - t
+            times[name].append(got[name])
+        print(f"| {k + 1} | 1 | {got['before']:.2f} | {got['after']:.2f} | {got['after'] / got['before']:.2f} |",
+              flush=True)
+    return times, last
 
 
 def one(tree, characters, frames, workers, out):
@@ -59,12 +101,25 @@ def main(argv=None):
     ap.add_argument("--characters", type=int, default=100)
     ap.add_argument("--frames", type=int, default=1000)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--in-process", action="store_true",
+                    help="both trees in this process, in turns (one process only)")
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{args.characters} characters x {args.frames} frames; BEFORE {args.before}, AFTER {args.after}")
     print()
     print("| round | workers | BEFORE s | AFTER s | AFTER / BEFORE |")
     print("|---|---|---|---|---|")
+    if args.in_process:
+        times, last = in_process(args)
+        b, a = np.median(times["before"]), np.median(times["after"])
+        ratio = np.median(np.array(times["after"]) / np.array(times["before"]))
+        print()
+        print("| workers | BEFORE median s | AFTER median s | AFTER character-frames / s | median of AFTER / BEFORE |")
+        print("|---|---|---|---|---|")
+        print(f"| 1 | {b:.2f} | {a:.2f} | {args.characters * args.frames / a:.0f} | {ratio:.2f} |")
+        print()
+        print(f"AFTER's positions against BEFORE's: {np.abs(last['after'] - last['before']).max():.2e} m at most")
+        return
     times = {(w, t): [] for w in args.workers for t in ("before", "after")}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):

@@ -26,14 +26,13 @@ sys.path.insert(0, str(HERE))
 import bench_characters as B  # noqa: E402
 
 
-def load(tree, alias):
-    """The core of checkout ``tree`` imported as package ``alias`` (a link in a temporary folder)."""
+def load(tree, alias, names=("core", "core.synthetic", "core.characters")):
+    """The core of checkout ``tree`` imported as package ``alias`` (a link in a temporary folder):
+    ``{last part of each of names: module}``."""
     folder = pathlib.Path(tempfile.mkdtemp(prefix="reldesc_ab_"))
     (folder / alias).symlink_to(pathlib.Path(tree).resolve() / "blender_reldesc", target_is_directory=True)
     sys.path.insert(0, str(folder))
-    names = ("core", "core.synthetic", "core.characters")
-    mods = [importlib.import_module(f"{alias}.{n}") for n in names]
-    return dict(zip(("core", "synthetic", "characters"), mods))
+    return {n.rsplit(".", 1)[-1]: importlib.import_module(f"{alias}.{n}") for n in names}
 
 
 def scenes(pkg, frames):

@@ -1,5 +1,7 @@
 """Carpet unrolling (thesis chapter 3): locomotion along paths over terrain, and crowds."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -264,6 +266,12 @@ def test_sharp_turn_is_reported_with_its_frames(carpet, flat):
 def test_bad_input(carpet, flat):
     with pytest.raises(InputError, match="leaves the terrain"):
         walk(carpet, [np.array([[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]])], flat)
+    # The error names the path that leaves, and where along it (the paths are checked together).
+    inside = np.array([[0.0, 0.0, 0.0], [3.0, 0.0, 0.0]])
+    with pytest.raises(InputError, match=r"path 1 leaves the terrain at \(\S+, 0\), (\S+) along") as e:
+        walk(carpet, [inside, np.array([[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]]), inside], flat)
+    x, along = (float(v) for v in re.search(r"at \((\S+), 0\), (\S+) along", str(e.value)).groups())
+    assert x == along and flat.vertices[:, 0].max() < x <= flat.vertices[:, 0].max() + 0.1    # printed to 3 digits
     with pytest.raises(InputError, match="zero length"):
         walk(carpet, [np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])], flat)
     with pytest.raises(InputError, match="no paths"):

@@ -206,3 +206,24 @@ def test_live_preview_on_an_animated_environment_uses_each_frame_s_own_surfaces(
     live = LiveSession(binding)
     for f in range(F):
         np.testing.assert_allclose(live.pose(f, wave[f]), full.positions[f], atol=1e-9)
+
+
+def test_finishing_poses_in_pieces_equals_one_piece(long_walk, monkeypatch):
+    # Rig.finish and Rig.bone_error take many poses a piece at a time (ROWS_AT_ONCE); each row is
+    # its own, so pieces of any size give the same poses, with held joints and twist limits that act
+    # (to rounding: the twist limits' best-fit rotations take Newton steps or the SVD by batch size).
+    from blender_reldesc.core import adaptation
+    skel, motion, mesh, ranges, binding = long_walk
+    rig = Rig(binding)
+    rng = np.random.default_rng(3)
+    frames = rng.integers(0, FRAMES, 600)
+    poses = motion[frames] + rng.normal(scale=0.03, size=(600,) + motion.shape[1:])
+    held = rng.random((600, len(skel))) < 0.1
+    twist_held = rng.random((600, len(skel))) < 0.1
+    whole = rig.finish(poses, frames, held, twist_held), rig.bone_error(poses, frames)
+    # The poses are off enough for the limits and the lengths to move them.
+    assert np.abs(whole[0] - poses).max() > 0.01 and whole[1].max() > 0.01
+    monkeypatch.setattr(adaptation, "ROWS_AT_ONCE", 64)
+    pieces = rig.finish(poses, frames, held, twist_held), rig.bone_error(poses, frames)
+    np.testing.assert_allclose(pieces[0], whole[0], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(pieces[1], whole[1])

@@ -5,7 +5,7 @@ import pytest
 
 from blender_reldesc.core import recover_rotations
 from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.skeleton.rotations import matrix_from_quat, quat_from_matrix, swing
+from blender_reldesc.core.skeleton.rotations import matrix_from_quat, quat_from_matrix, swing, swung
 
 from core_helpers import random_rotation
 
@@ -42,6 +42,20 @@ def test_swing_keeps_twist():
     axis = q[:, 1:]
     np.testing.assert_allclose(np.sum(axis * u, 1), 0.0, atol=1e-9)
     np.testing.assert_allclose(np.linalg.det(r), 1.0, atol=1e-9)
+
+
+def test_swung_turns_vectors_as_the_swing_matrix_does():
+    rng = np.random.default_rng(4)
+    u, v, x = rng.normal(size=(3, 500, 3))
+    # Some pairs opposite, some equal, some not unit: the matrix's conventions hold for each.
+    u[:50], v[50:100] = -v[:50] * 2.0, u[50:100] * 0.3
+    got = swung(u, v, x)
+    want = np.einsum("nij,nj->ni", swing(u, v), x)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    # A direction onto the other, lengths kept.
+    unit = u / np.linalg.norm(u, axis=1, keepdims=True)
+    np.testing.assert_allclose(swung(u, v, unit), v / np.linalg.norm(v, axis=1, keepdims=True), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), np.linalg.norm(x, axis=1), rtol=1e-12)
 
 
 def test_quaternion_round_trip_is_w_first():

@@ -142,7 +142,8 @@ JUMP_REACH = int(4 * JUMP_SIGMA + 0.5) + 1
 READ_AHEAD = 16
 #: ``Rig.finish`` and ``Rig.bone_error`` take poses this many at a time: each pass over a crowd's
 #: 100k poses (65 MB an array) then stays in the cache (measured for 100 x 1000: finish 0.68 s
-#: against 1.07 s in one piece, bone errors 0.04 against 0.10; the same numbers, rows are independent).
+#: against 1.07 s in one piece, bone errors 0.04 against 0.10). Rows are independent: the same poses,
+#: to rounding (the twist limits' best-fit rotations take Newton steps or the SVD by batch size).
 ROWS_AT_ONCE = 4096
 
 

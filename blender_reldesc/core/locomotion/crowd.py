@@ -634,7 +634,8 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
             raise Cancelled(f"cancelled at step {done} of about {budget}")
 
     # Pass 1: every segment of every character, rows (segment, character).
-    p = _coordinates(targets[:, first])
+    goal = _coordinates(targets[:, first])                                     # each step's targets, kept for the next
+    p = goal.copy()
     p[:, :, :C] = out[:, 0].transpose(2, 1, 0)
     used = None                                                                # the pose each segment went on from
     for k in range(1, steps):
@@ -645,9 +646,11 @@ def solve_crowd(rig, motion, clip, targets, affinity, pins, progress=None, solve
         n = int(np.count_nonzero(first + k < F))
         if n < p.shape[2] // C:
             p = np.ascontiguousarray(p[:, :, :n * C])
+            goal = np.ascontiguousarray(goal[:, :, :n * C])
         fr = first[:n] + k
-        q = warper.advance_coordinates((fr[:, None] + at).ravel(), p, _coordinates(targets[:, fr - 1]),
-                                       _coordinates(targets[:, fr]), affinity[:, fr].swapaxes(0, 1).reshape(n * C, J))
+        before, goal = goal, _coordinates(targets[:, fr])
+        q = warper.advance_coordinates((fr[:, None] + at).ravel(), p, before, goal,
+                                       affinity[:, fr].swapaxes(0, 1).reshape(n * C, J))
         p = np.transpose(q, (2, 1, 0))
         keep = np.flatnonzero((k >= W) | (first[:n] == 0))
         out[:, fr[keep]] = q.reshape(n, C, J, 3)[keep].swapaxes(0, 1)

@@ -258,8 +258,14 @@ class Warper:
             L, sh = np.ascontiguousarray(lengths[sl]), np.stack([share[sl] - 1.0, share[sl]])
             one = None
             if s.shape[0] == 1:
+                # The scatter matrix weighted by each end's share (k,J): a sweep then scales it by
+                # the pairs' gaps and adds delta @ it to the pose, one product for both ends. Each
+                # joint's column has one entry (no two pairs of a colour share a joint), so every
+                # correction is the same product as share * gap * delta, exactly.
                 gather, scatter = _one_pose(ends, s.shape[1])
-                one = (gather, scatter, L[:, 0], np.ascontiguousarray(sh[..., 0]))
+                k = len(L)
+                weighted = sh[0, :, :1] * scatter[:k] + sh[1, :, :1] * scatter[k:]
+                one = (gather, weighted, L[:, 0])
             out.append((ends, L, sh, at_least, one))
         return out
 
@@ -351,7 +357,7 @@ class Warper:
             columns = None
         for ends, L, share, at_least, one in groups:
             if one is not None and columns is not None:               # one pose: two products, fewer calls
-                gather, scatter, L, share = one
+                gather, weighted, L = one
                 q = columns                                           # (3,J)
                 delta = q @ gather                                    # (3,k): second ends minus first
                 dist = np.sqrt(np.add.reduce(np.square(delta), 0))
@@ -359,7 +365,7 @@ class Warper:
                 if at_least:
                     np.maximum(gap, 0.0, out=gap)
                 gap /= np.maximum(dist, 1e-300)
-                q += (delta[:, None] * (share * gap)).reshape(3, -1) @ scatter    # Eq. 11, both ends
+                q += delta @ (gap[:, None] * weighted)                # Eq. 11, both ends
                 continue
             x = p.take(ends, axis=1)                                  # (3,2k,S): first ends, second ends
             k = len(L)

@@ -163,18 +163,11 @@ def _anchor_rotations(offsets_src, offsets_now):
     well defined (Kabsch, one SVD: collinear offsets leave the turn about their line free)."""
     h = np.matmul(np.swapaxes(offsets_src, -1, -2), offsets_now)          # sum of src now^T
     uu, sv, vt = np.linalg.svd(h)
-    # The sign of det(V U^T) = det(V) det(U), each a triple product (numpy's det factorises
-    # every matrix: a crowd step's 400 took 0.1 ms, as long as the rest of the fit but the SVD).
-    d = np.sign(_det(vt) * _det(uu))
+    d = np.sign(np.linalg.det(vt.swapaxes(-1, -2) @ uu.swapaxes(-1, -2)))
     fix = np.ones(h.shape[:-1])
     fix[..., -1] = np.where(d == 0, 1.0, d)
     rot = vt.swapaxes(-1, -2) @ (fix[..., :, None] * uu.swapaxes(-1, -2))
     return rot, sv[..., 1] > C.ANCHOR_CONDITION * sv[..., 0]
-
-
-def _det(m):
-    """(...) determinants of (...,3,3) matrices, as triple products of their rows."""
-    return dot(m[..., 0, :], cross(m[..., 1, :], m[..., 2, :]))
 
 
 class Hinges:

@@ -227,3 +227,30 @@ def test_finishing_poses_in_pieces_equals_one_piece(long_walk, monkeypatch):
     pieces = rig.finish(poses, frames, held, twist_held), rig.bone_error(poses, frames)
     np.testing.assert_allclose(pieces[0], whole[0], rtol=0, atol=1e-12)
     np.testing.assert_array_equal(pieces[1], whole[1])
+
+
+def test_live_collisions_measured_ahead_give_the_poses_measured_frame_by_frame(long_walk, monkeypatch):
+    # The live preview measures the targets of the frames it reads ahead in a few calls
+    # (Collisions.prime); a frame then measures only the joints whose targets changed. The poses
+    # are those of measuring every frame's targets on its own, on a floor and a lowered beam.
+    from blender_reldesc.core import LiveSession, adaptation
+    skel, motion, mesh, ranges, binding = long_walk
+    edited = _edited(mesh, ranges)
+    primed = []
+    prime = adaptation.Collisions.prime
+
+    def counted(self, frames, targets):
+        primed.append(len(frames))
+        return prime(self, frames, targets)
+
+    monkeypatch.setattr(adaptation.Collisions, "prime", counted)
+    frames = list(range(150, 230)) + [40, 41, 42]                     # under the beam, then a jump
+    session = LiveSession(binding)
+    ahead = [session.pose(f, edited.vertices) for f in frames]
+    assert sum(primed) >= len(frames)
+    monkeypatch.setattr(adaptation.Collisions, "prime", lambda self, frames, targets: None)
+    session = LiveSession(binding)
+    alone = [session.pose(f, edited.vertices) for f in frames]
+    np.testing.assert_array_equal(np.array(ahead), np.array(alone))
+    # The beam pushed something: the collisions are in play.
+    assert np.abs(np.array(alone)[:, skel.index("Head"), 2] - motion[frames, skel.index("Head"), 2]).max() > 0.05

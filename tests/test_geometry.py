@@ -392,6 +392,27 @@ def test_band_filter_never_drops_a_point_with_a_triangle_box_in_the_band():
     np.testing.assert_array_equal(tri, np.concatenate([f[2] for f in few]))
 
 
+def test_a_few_points_filtered_by_the_band_cells_get_what_the_search_gives(monkeypatch):
+    # A live frame's 27 targets: the points the cells rule out are not searched, and every answer
+    # (beyond-the-band ones from a triangle whose box is in the band included) is the search's.
+    rng = np.random.default_rng(6)
+    parts = [S.grid(6.0, 6.0, 3, 3, origin=(-3.0, -3.0)),
+             S.box((1.0, 1.0, 0.4), (0.6, 0.3, 0.8), subdivisions=0),
+             S.grid(1.0, 1.0, 10, 10, origin=(-2.0, 0.5), height=lambda x, y: 0.5 + 0.4 * x)]
+    verts, tris, _ = S.merge(*parts)
+    mesh = TriMesh(verts, tris)
+    collider = Collider(mesh.vertices, mesh.normals(), mesh.triangles, mesh.valid, 0.18)
+    pts = rng.uniform([-3.0, -3.0, -0.3], [3.0, 3.0, 1.8], size=(27 * 30, 3))
+    filtered = [collider.closest(pts[i:i + 27]) for i in range(0, len(pts), 27)]
+    ruled_out = ~collider._in_band(pts)
+    assert 0.2 < ruled_out.mean() < 0.9
+    monkeypatch.setattr(Collider, "_in_band", lambda self, p: np.ones(len(p), bool))
+    for i, got in zip(range(0, len(pts), 27), filtered):
+        for a, b in zip(got, collider.closest(pts[i:i + 27])):
+            np.testing.assert_array_equal(a, b)
+    assert np.isinf(np.concatenate([f[0] for f in filtered])[ruled_out]).all()
+
+
 def test_segments_through_a_thin_slab_are_found_and_dips_are_not():
     from blender_reldesc.core.geometry.triangles import segments_hit_triangles
     # One triangle, segments through it, beside it, stopping short, and lying in its plane.

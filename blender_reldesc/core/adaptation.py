@@ -599,6 +599,16 @@ class Collisions:
         # the frames set now: a live frame recomputed all of a 600-frame Rigify clip's (1 ms).
         self._clearance[frames] = np.where(sd > 0, np.minimum(sd, self.band), 0.0) - self.tol
 
+    def prime(self, frames, targets):
+        """Measure the targets (n,J,3) of ``frames`` (n,) ahead of their solve, a few frames a call
+        (``set_targets``): a live frame's own ``set_targets`` then measures only the joints whose
+        targets changed since (a one-point search costs as many numpy calls as a frame's 27)."""
+        if self.mesh.animated or not len(frames):
+            return
+        step = max(1, Collider.FEW // targets.shape[1])   # each call within the search's few-point path
+        for a in range(0, len(frames), step):
+            self.set_targets(frames[a:a + step], targets[a:a + step])
+
     def __call__(self, p, fs):
         """Push the joints of poses ``p`` (S,J,3) at frames ``fs`` (S,) out of the surfaces (or
         of one pose (J,3) at one frame)."""
@@ -1486,6 +1496,8 @@ class LiveSession:
                 missing = lo + np.flatnonzero(~raw["have"][lo:min(F, hi + READ_AHEAD)])
             raw["t"][missing], raw["a"][missing] = rig.targets(mesh, missing, guard=False)
             raw["have"][missing] = True
+            if self._env is not None and self._env[1] is mesh and self._env[2] is not None:
+                self._env[2].prime(missing, raw["t"][missing])
         # ``smooth_jumps`` returns the targets as they are where no step of the window jumps: the
         # test of each step is kept (frame k: the step k -> k + 1), and the window eased only when
         # one of its steps jumps (the same test, the same result).

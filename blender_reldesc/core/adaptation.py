@@ -7,6 +7,7 @@ playing forward gives exactly what ``adapt`` gives.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from dataclasses import dataclass
@@ -494,19 +495,13 @@ class Rig:
         if len(self.twists) and self.solver_options.get("limits", True) is not None:
             keep = held if twist_held is None else (twist_held if held is None else held | twist_held)
             out = self.twists.limit(sk, out, keep)
-        bone = np.zeros(len(sk), bool)
-        bone[self.bones[:, 1]] = True
         jm = np.ascontiguousarray(out.swapaxes(0, 1))                    # (J,n,3): each joint contiguous
         lengths = np.ascontiguousarray(self.lengths[frames].T)
         free = None if held is None else ~np.ascontiguousarray(held.T)
         # Joints of one depth hang from joints already placed: one batched step per depth.
-        for d in range(1, int(sk.depth.max()) + 1):
-            level = np.flatnonzero(sk.depth == d)
-            parent = sk.parents[level]
-            glued = ~bone[level]                                          # zero-length end bones
-            if glued.any():
-                jm[level[glued]] = jm[parent[glued]]
-            j, parent = level[~glued], parent[~glued]
+        for glued, glued_parent, j, parent in self._length_levels:
+            if glued.size:                                                # zero-length end bones
+                jm[glued] = jm[glued_parent]
             if not j.size:
                 continue
             d = jm[j] - jm[parent]
@@ -518,6 +513,21 @@ class Rig:
                 jm[j] = np.where(free[j][..., None], d, jm[j])
         return np.ascontiguousarray(jm.swapaxes(0, 1))
 
+
+    @functools.cached_property
+    def _length_levels(self):
+        """``finish``'s exact-length pass, per depth below the roots: ``(joints on their parent (the
+        zero-length end bones), those parents, the other joints, their parents)`` (a live frame
+        finishes one pose: these cost more numpy calls than its arithmetic)."""
+        sk = self.binding.skeleton
+        bone = np.zeros(len(sk), bool)
+        bone[self.bones[:, 1]] = True
+        out = []
+        for d in range(1, int(sk.depth.max()) + 1):
+            level = np.flatnonzero(sk.depth == d)
+            parent, glued = sk.parents[level], ~bone[level]
+            out.append((level[glued], parent[glued], level[~glued], parent[~glued]))
+        return out
 
     def bone_error(self, positions, frames):
         """(n,) mean relative bone-length error of ``positions`` (n,J,3) at ``frames``."""

@@ -99,6 +99,46 @@ def test_joints_with_several_children_get_their_own_best_fit_rotation_on_every_c
                 np.testing.assert_allclose(cos, 1.0, atol=1e-9)
 
 
+@pytest.mark.parametrize("convention", S.CONVENTIONS)
+def test_one_pose_gets_the_rotations_of_many(convention):
+    # One pose (a live frame) takes a path of its own in Python floats: every joint's rotation is
+    # the batched path's, with and without primary children, on poses that turn bones about
+    # (opposite directions), put a joint's children on one line (a pelvis whose thighs start
+    # left and right of it) and leave a bone of zero length.
+    rng = np.random.default_rng(7)
+    skel, offsets, roles = S.convention_rig(convention)
+    motion = S.posed_motion(skel, offsets, roles, frames=8, limbs="twisting", seed=3)
+    adapted = motion + 0.05 * rng.normal(size=motion.shape)
+    J = len(skel)
+    one_child = [j for j in range(J) if len(skel.children(j)) == 1]
+    j = one_child[len(one_child) // 2]
+    k = int(skel.children(j)[0])
+    adapted[1] = motion[1]                                              # unmoved but for that bone,
+    adapted[1, k] = adapted[1, j] - (motion[1, k] - motion[1, j])         # turned about
+    several = [j for j in range(J) if len(skel.children(j)) > 1]
+    m = several[0]
+    kids = skel.children(m)
+    line = motion[2, kids[0]] - motion[2, m]
+    for n, kid in enumerate(kids):                                      # children on one line, both ways
+        motion[2, kid] = motion[2, m] + line * (1.0 if n % 2 == 0 else -0.5 - n)
+    leaf = [j for j in range(J) if len(skel.children(j)) == 0][0]
+    motion[3, leaf] = motion[3, skel.parents[leaf]]                     # a bone of zero length
+    primary = np.full(J, -1)
+    for j in several:
+        primary[j] = rng.choice(skel.children(j))
+    for prim in (None, primary):
+        for f in range(len(motion)):
+            # The batched path on the same pose twice (a child counts by its length on every frame
+            # given: a batch of other frames would count the zero-length bone's).
+            twice = recover_rotations(skel, motion[f:f + 1].repeat(2, 0), adapted[f:f + 1].repeat(2, 0), prim,
+                                      matrices=True)
+            one = recover_rotations(skel, motion[f:f + 1], adapted[f:f + 1], prim, matrices=True)
+            np.testing.assert_allclose(one[0], twice[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(recover_rotations(skel, motion[:1], adapted[:1], prim),
+                                   recover_rotations(skel, motion[:1].repeat(2, 0), adapted[:1].repeat(2, 0), prim)[:1],
+                                   rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])
 def test_twist_on_the_part_of_the_skeleton_equals_the_whole(convention):
     """``TwistLimits.twist`` recovers rotations on the joints it needs only; the same as on all."""

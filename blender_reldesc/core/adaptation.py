@@ -513,7 +513,6 @@ class Rig:
                 jm[j] = np.where(free[j][..., None], d, jm[j])
         return np.ascontiguousarray(jm.swapaxes(0, 1))
 
-
     @functools.cached_property
     def _length_levels(self):
         """``finish``'s exact-length pass, per depth below the roots: ``(joints on their parent (the

@@ -136,10 +136,13 @@ def test_one_pose_gets_the_rotations_of_many(convention, monkeypatch):
             twice = recover_rotations(skel, motion[f:f + 1].repeat(2, 0), adapted[f:f + 1].repeat(2, 0), prim,
                                       matrices=True)
             one = recover_rotations(skel, motion[f:f + 1], adapted[f:f + 1], prim, matrices=True)
-            np.testing.assert_allclose(one[0], twice[0], rtol=0, atol=1e-12)
+            # To rounding, grown along a chain: 5 cm of noise on a finger's 2 cm bones turns them
+            # nearly about, where a swing's rounding grows (1.6e-12 at a Mixamo thumb's tip with
+            # numpy 2.5, 2e-13 elsewhere).
+            np.testing.assert_allclose(one[0], twice[0], rtol=0, atol=1e-10)
         np.testing.assert_allclose(recover_rotations(skel, motion[:1], adapted[:1], prim),
                                    recover_rotations(skel, motion[:1].repeat(2, 0), adapted[:1].repeat(2, 0), prim)[:1],
-                                   rtol=0, atol=1e-12)
+                                   rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("convention", ["bvh", "mixamo", "rigify", "ue", "arbitrary"])

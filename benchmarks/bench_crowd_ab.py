@@ -26,27 +26,38 @@ import time
 
 import numpy as np
 
-#: One walk in a tree: set up (not timed), warm the carpet's layout, then time ``walk``.
+def crowd(core, S, loco, characters, frames):
+    """Issue 35's crowd built with one tree's modules (its core, ``synthetic`` and ``locomotion``),
+    its layout warmed (the frames the crowd plays: the largest offset's walk): a function walking
+    it ``workers`` processes wide and returning the positions."""
+    C, F = characters, frames
+    skel, motion = S.walk(150)
+    carpet = loco.bind_carpet(skel, motion)
+    length = F * carpet.speed + 1.0
+    width = C * 0.5 + 10.0
+    terrain = core.TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2),
+                                   height=S.hills(0.15, 3.0)))
+    paths = loco.lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
+    offsets = (np.arange(C) * 7) % 30
+    loco.walk(carpet, paths[:1], terrain, [offsets.max()], frames=F)
+    return lambda workers=1: loco.walk(carpet, paths, terrain, offsets, frames=F, workers=workers).positions
+
+
+#: One walk in a tree, in a process of its own: set up (not timed, ``crowd``), then time the walk.
 _ONE = r"""
 import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from blender_reldesc.core import TriMesh
-from blender_reldesc.core import synthetic as S
-from blender_reldesc.core.locomotion import bind_carpet, lateral_paths, walk
+sys.path.insert(0, sys.argv[6])
+import blender_reldesc.core as core
+from blender_reldesc.core import locomotion, synthetic
+from bench_crowd_ab import crowd
 C, F, workers, out = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-skel, motion = S.walk(150)
-carpet = bind_carpet(skel, motion)
-length = F * carpet.speed + 1.0
-width = C * 0.5 + 10.0
-terrain = TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2), height=S.hills(0.15, 3.0)))
-paths = lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
-offsets = (np.arange(C) * 7) % 30
-walk(carpet, paths[:1], terrain, [offsets.max()], frames=F)    # the crowd's layout (the largest offset's)
+go = crowd(core, synthetic, locomotion, C, F)
 t = time.perf_counter()
-r = walk(carpet, paths, terrain, offsets, frames=F, workers=workers)
+positions = go(workers)
 seconds = time.perf_counter() - t
-np.save(out, r.positions)
+np.save(out, positions)
 print(json.dumps({"seconds": seconds}))
 """
 
@@ -58,22 +69,8 @@ def in_process(args):
     names = ("core", "core.synthetic", "core.locomotion")
     trees = {"before": load(args.before, "reldesc_crowd_before", names),
              "after": load(args.after, "reldesc_crowd_after", names)}
-    C, F = args.characters, args.frames
-    walks = {}
-    for name, pkg in trees.items():
-        core, S, loco = pkg["core"], pkg["synthetic"], pkg["locomotion"]
-        skel, motion = S.walk(150)
-        carpet = loco.bind_carpet(skel, motion)
-        length = F * carpet.speed + 1.0
-        width = C * 0.5 + 10.0
-        terrain = core.TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2),
-                                       height=S.hills(0.15, 3.0)))
-        paths = loco.lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
-        offsets = (np.arange(C) * 7) % 30
-        # Warm the layout the crowd plays (its frames: the largest offset's walk).
-        loco.walk(carpet, paths[:1], terrain, [offsets.max()], frames=F)
-        walks[name] = (lambda loco=loco, carpet=carpet, paths=paths, terrain=terrain, offsets=offsets:
-                       loco.walk(carpet, paths, terrain, offsets, frames=F).positions)
+    walks = {name: crowd(pkg["core"], pkg["synthetic"], pkg["locomotion"], args.characters, args.frames)
+             for name, pkg in trees.items()}
     times, last = {"before": [], "after": []}, {}
     for k in range(args.rounds):
         got = {}
@@ -88,8 +85,8 @@ def in_process(args):
 
 
 def one(tree, characters, frames, workers, out):
-    done = subprocess.run([sys.executable, "-c", _ONE, str(tree), str(characters), str(frames), str(workers), out],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", _ONE, str(tree), str(characters), str(frames), str(workers), out,
+                           str(pathlib.Path(__file__).resolve().parent)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
 
 

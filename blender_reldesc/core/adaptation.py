@@ -582,14 +582,14 @@ class Collisions:
         frames = np.asarray(frames)
         if self.mesh.animated:
             sd = np.stack([self.collider(f).signed_distance(t)[0] for f, t in zip(frames.tolist(), targets)])
-        elif self._target is not None and len(frames) == 1 and frames[0] < len(self._set) and self._set[frames[0]]:
-            # A frame set before (a pair's live rounds move a few joints' targets): the joints
-            # whose targets moved are measured again, the others keep theirs.
-            f = frames[0]
+        elif self._target is not None and len(frames) and frames.max() < len(self._set) and self._set[frames].all():
+            # Frames set before (measured ahead by ``prime``; a pair's live rounds move a few
+            # joints' targets): the joints whose targets moved are measured again, the others keep
+            # theirs.
             sd = self._sd[frames].copy()
-            moved = np.flatnonzero((self._target[f] != targets[0]).any(axis=1))
-            if moved.size:
-                sd[0, moved] = self.collider(0).signed_distance(targets[0, moved])[0]
+            fi, ji = np.nonzero((self._target[frames] != targets).any(axis=2))
+            if fi.size:
+                sd[fi, ji] = self.collider(0).signed_distance(targets[fi, ji])[0]
         else:
             sd = self.collider(0).signed_distance(targets.reshape(-1, 3))[0].reshape(targets.shape[:2])
         F = max(self.frames or 0, int(frames.max()) + 1)

@@ -60,12 +60,16 @@ def swung(u, v, x):
         # Rodrigues with k unnormalised: R x = c x + k × x + k (k·x) / (1 + c).
         out = c[..., None] * x + cross(k, x) + k * (dot(k, x) / (1.0 + c))[..., None]
     if turned:                                  # a half turn about an axis across u, as ``swing``
-        uo = np.broadcast_to(u, out.shape)[opposite]
-        helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
-        axis = normalize(cross(uo, helper))
+        axis = _across(np.broadcast_to(u, out.shape)[opposite])
         xo = np.broadcast_to(x, out.shape)[opposite]
         out[opposite] = 2.0 * axis * dot(axis, xo)[:, None] - xo
     return out
+
+
+def _across(u):
+    """(n,3) unit axes across unit directions ``u`` (n,3): the axis a swing between opposite
+    directions turns half a turn about (any across u; this one the same on every path)."""
+    return normalize(cross(u, np.where(np.abs(u[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])))
 
 
 #: ``_swing_unit``'s entries of a flattened 3x3: the diagonal, and the cross-product matrix's
@@ -95,9 +99,7 @@ def _swing_unit(u, v):
     # k's components to their places, in fewer numpy calls).
     r.reshape(r.shape[:-2] + (9,))[...] += np.concatenate([c[..., None], axis], axis=-1) @ _RODRIGUES
     if turned:                                   # opposite directions: a half turn about any axis across u
-        uo = u[opposite]
-        helper = np.where(np.abs(uo[:, :1]) < 0.9, [[1.0, 0, 0]], [[0, 1.0, 0]])
-        k = normalize(cross(uo, helper))
+        k = _across(u[opposite])
         r[opposite] = 2 * k[:, :, None] * k[:, None, :] - np.eye(3)
     return r
 
@@ -254,8 +256,8 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     child = child[(norm(once[:, child] - once[:, parents[child]]) > 1e-12).all(axis=0)]
     levels, (singles, kids, spans), plan = _levels(skeleton, child, primary)
     lone = np.flatnonzero((parents < 0) & (np.bincount(parents[child], minlength=J) == 0))
-    if F == 1 and sum(len(multis) for _, multis, _ in plan) <= ONE_POSE_SEVERAL:
-        rot = _one_pose(original[0], adapted[0], plan, lone)
+    if F == 1 and plan[1] <= ONE_POSE_SEVERAL:
+        rot = _rotations_of_one_pose(original[0], adapted[0], plan[0], lone)
         return rot if matrices else quat_from_matrix(rot)
     eye = np.broadcast_to(np.eye(3), (F, 3, 3))
     # Every joint is written below but a root without children: only those start as identity.
@@ -281,15 +283,15 @@ def recover_rotations(skeleton, original, adapted, primary=None, matrices=False)
     return rot if matrices else quat_from_matrix(rot)
 
 
-#: One pose takes ``_one_pose`` when at most this many joints have several children: each costs
-#: it an SVD call of its own, where numpy's path fits a depth's together (measured, one pose: 27
+#: One pose takes ``_rotations_of_one_pose`` when at most this many joints have several children:
+#: each costs it an SVD call of its own, where numpy's path fits a depth's together (measured, one pose: 27
 #: joints 0.74 -> 0.32 ms, a 65-joint Mixamo rig with fingers 1.16 -> 0.73, the Unreal mannequin's
 #: 36 joints with 10 such 1.91 -> 0.81, Rigify's 160 deform bones with 2 such 0.79 -> 0.74; but a
 #: 280-joint tree with 68 of them 2.6 -> 4.0 ms).
 ONE_POSE_SEVERAL = 16
 
 
-def _one_pose(original, adapted, plan, lone):
+def _rotations_of_one_pose(original, adapted, plan, lone):
     """``recover_rotations``' matrices (1,J,3,3) of one pose (``original``, ``adapted`` (J,3)), by
     the same rules in Python floats (``plan``: ``_levels``' as lists): a live frame asks for one
     pose at a time, where numpy's calls cost more than the arithmetic (a 27-joint pose took about
@@ -428,8 +430,9 @@ def _levels(skeleton, child, primary):
     spans = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
     singles = np.concatenate([level[0] for level in out]).astype(np.int64)
     kids = np.concatenate([level[1] for level in out]).astype(np.int64)
-    # The same as lists for one pose (``_one_pose``): per depth (single joint, its child, its parent),
-    # (joint, parent, its children, the main child's place among them or -1), (leaf, parent).
+    # The same as lists for one pose (``_rotations_of_one_pose``): per depth (single joint, its child,
+    # its parent), (joint, parent, its children, the main child's place among them or -1), (leaf,
+    # parent); and how many joints have several children.
     plan = []
     for single, kid, par, _, multi, several, leaves, leaf_parents in out:
         multis = []
@@ -440,7 +443,7 @@ def _levels(skeleton, child, primary):
                 multis.append((j, int(parents[j]), own, -1 if main is None else int(main[m])))
         plan.append((list(zip(single.tolist(), kid.tolist(), par.tolist())), multis,
                      list(zip(leaves.tolist(), leaf_parents.tolist()))))
-    out = (out, (singles, kids, spans), plan)
+    out = (out, (singles, kids, spans), (plan, sum(len(multis) for _, multis, _ in plan)))
     if len(_LEVELS) > 32:
         _LEVELS.clear()
     _LEVELS[key] = (skeleton, out)

@@ -139,6 +139,37 @@ def test_a_single_pose_steps_as_it_does_in_a_batch(convention):
         np.testing.assert_allclose(one, two[0], rtol=0, atol=1e-12)
 
 
+def test_a_knee_the_source_holds_straight_keeps_its_side_when_an_edit_buckles_it():
+    # Frames 0-2 bend the knee 39° forwards, frames 3-5 hold the leg straight. On a straight
+    # frame the knee has the nearest bent frame's side: a pose buckled backwards there (a foot set
+    # on raised ground) is reflected forwards; one held about straight, or hyperextended 5° as a
+    # source may be, is left as it is.
+    from blender_reldesc.core.skeleton.joints import Hinges
+    binding, bent = _leg_scene()
+    straight = bent.copy()
+    straight[:, 2] = [0.0, 0.1, 0.52]
+    motion = np.concatenate([bent, straight])
+    rig = Rig(bind(binding.skeleton, motion, TriMesh(*S.grid(2, 2, 4, 4, origin=(-1, -1))), body_height=1.0))
+    hinges = rig.hinges
+    assert hinges.triples.tolist() == [[1, 2, 3]]
+    assert hinges.straight[:, 0].tolist() == [False] * 3 + [True] * 3
+    np.testing.assert_allclose(hinges.normal[4, 0], hinges.normal[2, 0], atol=1e-12)   # the anchor does not turn
+    buckled = straight[1].copy()
+    buckled[2, 0] = -0.15                                                   # bent 39° backwards
+    out = hinges.limit(buckled.copy(), motion, 4)
+    assert out[2, 0] > 0.1                                                  # forwards, as on the bent frames
+    np.testing.assert_allclose(np.linalg.norm(out[2] - out[1]), np.linalg.norm(buckled[2] - buckled[1]))
+    np.testing.assert_allclose(np.linalg.norm(out[3] - out[2]), np.linalg.norm(buckled[3] - buckled[2]))
+    for x in (0.0, -0.02):                                                  # straight; 5° hyperextended
+        pose = straight[1].copy()
+        pose[2, 0] = x
+        np.testing.assert_array_equal(hinges.limit(pose.copy(), motion, 4), pose)
+    # On a bent frame any backwards bend is reflected, as before.
+    pose = bent[1].copy()
+    pose[2, 0] = -0.02
+    assert hinges.limit(pose.copy(), motion, 1)[2, 0] > 0.0
+
+
 def test_hinge_anchors_with_different_numbers_of_children_fit_as_one_by_one():
     # The anchors' best fits are one SVD call, each anchor's children padded with the anchor
     # itself: the same rotations, to the bit, as fitting each anchor on its own.

@@ -88,9 +88,10 @@ STATIC_MAX_STEPS = 4000
 #: Hinges (paper §8: knees and elbows) are found from the motion
 #: (``skeleton.joints.Hinges``): a joint with one child whose bend normal, in
 #: the frame of the body part its limb hangs from, agrees over the clip.
-#: Frames bent less than this are "straight": they neither count for the
-#: detection nor are ever reflected (a limb held straight or hyperextended by
-#: the source must not flip).
+#: Frames bent less than this are "straight": they do not count for the
+#: detection, and a pose there is reflected only when it bends more than this
+#: the wrong way (a limb held straight or hyperextended like the source must
+#: not flip; one the edit buckles backwards must).
 HINGE_BEND_MIN_DEGREES = 10.0
 #: A hinge bends more than HINGE_CLEAR_DEGREES on at least this fraction of frames...
 HINGE_CLEAR_DEGREES = 30.0

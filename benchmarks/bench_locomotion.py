@@ -75,6 +75,37 @@ def quality(name, carpet, path, terrain, fps=30.0, circle=None, **options):
             f"| {100 * spacing:.0f} % | {len(r.warnings)} | {seconds:.2f} |")
 
 
+def feet_of(carpet, r, c, path, ground, played_all, fps):
+    """Character c's planted samples in the walk ``r`` along ``path`` (``feet_on_hills``' rules):
+    (height errors (n,), pinned (n,) bool, mean slide m/s, the source's mean slide, coverage: how
+    far along its path the root got when it stopped, over the path's length)."""
+    H = carpet.body_height
+    low = carpet.motion[..., 2].min(axis=0)
+    n = int(r.path_frames[c])
+    played, P = played_all[r.clip_frames[c, :n]], r.positions[c, :n]
+    speed = np.linalg.norm(np.gradient(played, axis=0), axis=-1) * fps
+    errs, slide, src_slide, pinned = [], [], [], []
+    for j in carpet.standing.tolist():
+        h = (played[:, j, 2] <= low[j] + 0.015 * H) & (speed[:, j] <= 0.12 * H)
+        if not h.any():
+            continue
+        z, _ = ground.heights(P[:, j, :2], P[:, j, 2])
+        errs.append(np.abs(P[h, j, 2] - z[h] - played[h, j, 2]))
+        pinned.append(~np.isnan(r.pins[c, :n, j, 0])[h])
+        both = h[1:] & h[:-1]
+        slide.append(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both] * fps)
+        src_slide.append(np.linalg.norm(np.diff(played[:, j, :2], axis=0), axis=1)[both] * fps)
+    seg = np.linalg.norm(np.diff(path[:, :2], axis=0), axis=1)
+    # Arc length of the path point nearest the root at the stop.
+    root = P[-1, carpet.root, :2]
+    a, ab = path[:-1, :2], np.diff(path[:, :2], axis=0)
+    t = np.clip(np.einsum("sk,sk->s", root - a, ab) / (ab * ab).sum(1), 0, 1)
+    k = int(np.argmin(np.linalg.norm(a + t[:, None] * ab - root, axis=1)))
+    reached = (seg[:k].sum() + t[k] * seg[k]) / seg.sum()
+    return (np.concatenate(errs), np.concatenate(pinned), float(np.mean(np.concatenate(slide))),
+            float(np.mean(np.concatenate(src_slide))), reached)
+
+
 def feet_on_hills(label, carpet, fps, rows):
     """Rows of the feet table (issue 35): ``carpet`` walked along an 8 m straight line, a quarter
     circle of radius 2 m, an S-curve and a half circle of radius 1 m, in one call, over 30 m x 30 m
@@ -87,7 +118,6 @@ def feet_on_hills(label, carpet, fps, rows):
     within 2 cm. Slide: the mean horizontal speed of planted samples on consecutive planted
     frames, against the source's own. Coverage: how far along its path the character's root got
     when it stopped, over the path's length (the root is up to a step behind its feet)."""
-    H = carpet.body_height
     hills = TriMesh(*S.grid(30.0, 30.0, 120, 120, origin=(-10.0, -15.0), height=S.hills(0.3, 6.0)))
     th = np.linspace(0.0, 0.5 * np.pi, 60)
     x = np.linspace(0.0, 6.0, 80)
@@ -99,34 +129,12 @@ def feet_on_hills(label, carpet, fps, rows):
     r = walk(carpet, [p for _, p in shapes], hills)
     ground = Terrain(hills)
     played_all = carpet.extended(int(r.clip_frames.max()) + 1)
-    low = carpet.motion[..., 2].min(axis=0)
     for c, (name, path) in enumerate(shapes):
         n = int(r.path_frames[c])
-        played, P = played_all[r.clip_frames[c, :n]], r.positions[c, :n]
-        speed = np.linalg.norm(np.gradient(played, axis=0), axis=-1) * fps
-        errs, slide, src_slide, pinned = [], [], [], []
-        for j in carpet.standing.tolist():
-            h = (played[:, j, 2] <= low[j] + 0.015 * H) & (speed[:, j] <= 0.12 * H)
-            if not h.any():
-                continue
-            z, _ = ground.heights(P[:, j, :2], P[:, j, 2])
-            errs.append(np.abs(P[h, j, 2] - z[h] - played[h, j, 2]))
-            pinned.append(~np.isnan(r.pins[c, :n, j, 0])[h])
-            both = h[1:] & h[:-1]
-            slide.append(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both] * fps)
-            src_slide.append(np.linalg.norm(np.diff(played[:, j, :2], axis=0), axis=1)[both] * fps)
-        e, pn = np.concatenate(errs), np.concatenate(pinned)
-        seg = np.linalg.norm(np.diff(path[:, :2], axis=0), axis=1)
-        length = seg.sum()
-        # Arc length of the path point nearest the root at the stop.
-        root = P[-1, carpet.root, :2]
-        a, ab = path[:-1, :2], np.diff(path[:, :2], axis=0)
-        t = np.clip(np.einsum("sk,sk->s", root - a, ab) / (ab * ab).sum(1), 0, 1)
-        k = int(np.argmin(np.linalg.norm(a + t[:, None] * ab - root, axis=1)))
-        reached = seg[:k].sum() + t[k] * seg[k]
+        e, pn, slide, src_slide, reached = feet_of(carpet, r, c, path, ground, played_all, fps)
         warned = sum(w.startswith(f"path {c}:") for w in r.warnings)
-        rows.append(f"| {label} | {name} | {n} | {100 * reached / length:.0f} % | {len(e)} | {100 * (e <= 0.02).mean():.1f} % "
-                    f"| {100 * np.median(e):.2f} | {np.mean(np.concatenate(slide)):.3f} / {np.mean(np.concatenate(src_slide)):.3f} "
+        rows.append(f"| {label} | {name} | {n} | {100 * reached:.0f} % | {len(e)} | {100 * (e <= 0.02).mean():.1f} % "
+                    f"| {100 * np.median(e):.2f} | {slide:.3f} / {src_slide:.3f} "
                     f"| {100 * pn.mean():.0f} % | {100 * (e[~pn] <= 0.02).mean() if (~pn).any() else 100:.0f} % | {warned} |")
 
 
@@ -167,6 +175,57 @@ def signed_offset(points, line):
     rel = points - closest[rows, k]
     side = np.sign(ab[k, 0] * rel[:, 1] - ab[k, 1] * rel[:, 0])
     return side * d[rows, k]
+
+
+def crowd_quality(carpet, r, paths, terrain, fps=30.0, alone=None):
+    """The crowd walk ``r`` judged on every character (issue 35: "quality unchanged, the table
+    above on every character"): a markdown table of the worst character and the median one for
+    each measure (``feet_of``'s planted samples on the terrain within 2 cm, their slide against the
+    source's; held feet's gap to the terrain; the root off its path beyond the
+    source's own sway; the largest joint step over the source's; bone deviation; no path coverage: the
+    crowd's paths are longer than its frames), and with
+    ``alone`` (a walk of each character by itself) the largest difference from it."""
+    ground = Terrain(terrain)
+    played_all = carpet.extended(int(r.clip_frames.max()) + 1)
+    sk = carpet.skeleton
+    src_bones = np.linalg.norm(carpet.motion[:, 1:] - carpet.motion[:, sk.parents[1:]], axis=-1).mean(axis=0)
+    src_step = np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
+    rows = {k: [] for k in ("on", "median", "slide", "gap", "off", "step", "bones")}
+    for c, path in enumerate(paths):
+        n = int(r.path_frames[c])
+        e, _, slide, src_slide, _ = feet_of(carpet, r, c, path, ground, played_all, fps)
+        P, played = r.positions[c, :n], played_all[r.clip_frames[c, :n]]
+        held = ~np.isnan(r.pins[c, :n, :, 0])
+        gap = 0.0
+        for j in carpet.standing.tolist():
+            h = held[:, j]
+            if h.any():
+                z, _ = ground.heights(P[h, j, :2], P[h, j, 2])
+                gap = max(gap, float(np.abs(P[h, j, 2] - z - played[h, j, 2]).max()))
+        off = np.abs(signed_offset(P[:, carpet.root, :2], path[:, :2]) - played[:, carpet.root, 1]).max()
+        bones = np.linalg.norm(P[:, 1:] - P[:, sk.parents[1:]], axis=-1)
+        rows["on"].append(100 * (e <= 0.02).mean())
+        rows["median"].append(100 * np.median(e))
+        rows["slide"].append(slide - src_slide)
+        rows["gap"].append(100 * gap)
+        rows["off"].append(100 * off)
+        rows["step"].append(np.linalg.norm(np.diff(P, axis=0), axis=-1).max() / src_step)
+        rows["bones"].append(1000 * np.abs(bones - src_bones).max())
+    v = {k: np.array(x) for k, x in rows.items()}
+    worst = {"on": v["on"].min(), "median": v["median"].max(), "slide": v["slide"].max(),
+             "gap": v["gap"].max(), "off": v["off"].max(), "step": v["step"].max(), "bones": v["bones"].max()}
+    mid = {k: float(np.median(x)) for k, x in v.items()}
+    out = ["| characters | | planted on the terrain (2 cm) | median error cm | slide beyond the source's m/s "
+           "| held feet's gap cm | root off path cm (beyond the source's) | step / source | bone dev mm |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for label, d in (("worst", worst), ("median", mid)):
+        out.append(f"| {len(paths)} | {label} | {d['on']:.1f} % | {d['median']:.2f} | {d['slide']:+.3f} "
+                   f"| {d['gap']:.2f} | {d['off']:.1f} | {d['step']:.2f} | {d['bones']:.1f} |")
+    if alone is not None:
+        diff = max(float(np.abs(a.positions[0] - r.positions[c]).max()) for c, a in enumerate(alone))
+        out.append("")
+        out.append(f"Every character of the crowd against the same character walked alone: {diff:.1e} m at most.")
+    return "\n".join(out)
 
 
 def median_time(fn, repeat):
@@ -239,18 +298,27 @@ def main(argv=None):
     print()
     print("| characters | workers | walk s | character-frames / s | one by one s | speed-up |")
     print("|---|---|---|---|---|---|")
+    last = {}                                                              # the last walks of the largest crowd
     for C in args.characters:
         paths = lateral_paths(line, C, 0.5)
         offsets = (np.arange(C) * 7) % 30
         walk(carpet, paths[:1], terrain, offsets[:1], frames=F)          # the carpet's layout, once
         t_one = None
         for n in (args.workers if C > 1 else [1]):
-            t_crowd = median_time(lambda: walk(carpet, paths, terrain, offsets, frames=F, workers=n), args.repeat)
+            t_crowd = median_time(lambda: last.update(crowd=walk(carpet, paths, terrain, offsets, frames=F, workers=n)),
+                                  args.repeat)
             if t_one is None and 1 < C <= args.baseline:
-                t_one = median_time(lambda: [walk(carpet, [p], terrain, [o], frames=F)
-                                             for p, o in zip(paths, offsets)], args.repeat)
+                t_one = median_time(lambda: last.update(alone=[walk(carpet, [p], terrain, [o], frames=F)
+                                                               for p, o in zip(paths, offsets)]), args.repeat)
             one = f"{t_one:.2f} | {t_one / t_crowd:.1f}x" if t_one is not None else "| "
             print(f"| {C} | {n} | {t_crowd:.2f} | {C * F / t_crowd:.0f} | {one} |")
+        if C == max(args.characters) and C > 1:
+            print()
+            print(f"The {C} characters' walks (the last, with {args.workers[-1]} worker(s)) judged one by one "
+                  "(the quality table's measures):")
+            print()
+            alone = last.get("alone") if len(last.get("alone") or ()) == C else None
+            print(crowd_quality(carpet, last["crowd"], [p for p in paths], terrain, alone=alone))
 
 
 if __name__ == "__main__":

@@ -138,6 +138,40 @@ def feet_on_hills(label, carpet, fps, rows):
                     f"| {100 * pn.mean():.0f} % | {100 * (e[~pn] <= 0.02).mean() if (~pn).any() else 100:.0f} % | {warned} |")
 
 
+def phases_table():
+    """Every start phase (issue 35: a crowd's characters start at different clip frames): 30
+    characters side by side over 30 cm hills (6 m wavelength), each starting at another frame of
+    the gait cycle, for the generated walk and fast gait and a generated walk and run on four rig
+    conventions. Per clip: the largest joint step over the source's largest, worst and median
+    character, and how many characters pass 1.12x (a first frame that settles a knee the wrong
+    way snaps when it is turned back)."""
+    print()
+    print("| clip | characters (start phases) | step / source, worst | median | characters over 1.12x |")
+    print("|---|---|---|---|---|")
+    clips = [("generated walk", S.walk(150)), ("generated fast gait (2.6 m/s)", S.walk(150, speed=2.6, stride=2.2))]
+    for convention in ("mixamo", "ue", "rigify", "bvh"):
+        for gait in ("walk", "run"):
+            sk, off, roles = S.convention_rig(convention)
+            clips.append((f"{convention} rig, generated {gait}", (sk, S.locomotion(sk, off, roles, frames=150, gait=gait))))
+    if REAL.exists():
+        from bvh import read_bvh
+        names, parents, m, _ = read_bvh(str(REAL), scale=0.01)
+        clips.append(("real walk (frames 3175-3354)", (Skeleton(names, parents), m[3175:3355])))
+    C, length = 30, 8.0
+    width = C * 0.5 + 10.0
+    terrain = TriMesh(*S.grid(length + 6.0, width, 110, 120, origin=(-3.0, -width / 2), height=S.hills(0.3, 6.0)))
+    paths = lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), C, 0.5)
+    for label, (sk, motion) in clips:
+        carpet = bind_carpet(sk, motion, ground=0.0) if label.startswith("real") else bind_carpet(sk, motion)
+        offsets = np.arange(C) * max(1, carpet.period // C) % carpet.period
+        r = walk(carpet, paths, terrain, offsets)
+        src = np.linalg.norm(np.diff(carpet.motion, axis=0), axis=-1).max()
+        worst = np.array([np.linalg.norm(np.diff(r.positions[c, :int(r.path_frames[c])], axis=0), axis=-1).max() / src
+                          for c in range(C)])
+        print(f"| {label} | {C} ({len(set(offsets.tolist()))}) | {worst.max():.2f} | {np.median(worst):.2f} "
+              f"| {int((worst > 1.12).sum())} |")
+
+
 def feet_table(carpet):
     """Feet on hills and paths walked to their ends (issue 35): the generated walk, its fast gait,
     a walk and a run (both feet off the ground between steps) on generated Mixamo (fingers) and
@@ -245,6 +279,7 @@ def main(argv=None):
     ap.add_argument("--baseline", type=int, default=10, help="characters walked one by one as the baseline")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--feet-only", action="store_true", help="only the feet-on-hills table (issue 35)")
+    ap.add_argument("--phases-only", action="store_true", help="only the start-phases table (issue 35)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2],
                     help="processes to share each crowd among (walk(workers=N)); 1 is the baseline")
     args = ap.parse_args(argv)
@@ -253,6 +288,9 @@ def main(argv=None):
     carpet = bind_carpet(skel, motion)
     if args.feet_only:
         feet_table(carpet)
+        return
+    if args.phases_only:
+        phases_table()
         return
     if not args.skip_quality:
         hills = TriMesh(*S.grid(24.0, 16.0, 240, 160, origin=(-4.0, -8.0), height=S.hills(0.15, 3.0)))
@@ -285,6 +323,7 @@ def main(argv=None):
             print(quality("real walk (frames 3175-3275), curve over hills", real, curve, hills, fps))
             print(quality("real walk, 2 m radius turn, flat", real, turn, flat, fps, circle=((0.0, 2.0), 2.0)))
         feet_table(carpet)
+        phases_table()
     # Crowd speed over a 50k-triangle terrain.
     F = args.frames
     length = F * carpet.speed + 1.0

@@ -149,6 +149,42 @@ def test_a_limb_the_source_holds_straight_is_never_flipped(limbs):
     assert limbs != "bent" or not straight.all()
 
 
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_a_straight_frame_keeps_the_side_of_the_nearest_bent_one_turned_with_the_body(convention):
+    # The clip's knees and elbows come within 10 degrees of straight on some frames. There each
+    # hinge takes the nearest bent frame's bend normal carried by the body's turn: the same clip
+    # turned a different way on every frame has its straight frames' normals turned with it
+    # (copied without the turn, they would be the other frame's direction). A pose buckled 40
+    # degrees against that side is reflected onto it.
+    skel, roles, motion, V, T = _scene(convention, "bent", frames=60)
+    hinges = Rig(bind(skel, motion, TriMesh(V, T))).hinges
+    straight = hinges.straight & hinges.bent
+    assert straight.any() and (~hinges.straight).any()
+    yaw = np.radians(np.linspace(0.0, 170.0, len(motion)))
+    R = np.stack([[[np.cos(a), -np.sin(a), 0.0], [np.sin(a), np.cos(a), 0.0], [0.0, 0.0, 1.0]] for a in yaw])
+    turned_motion = np.einsum("fij,fkj->fki", R, motion)
+    turned = Rig(bind(skel, turned_motion, TriMesh(V, T))).hinges
+    np.testing.assert_array_equal(turned.straight, hinges.straight)
+    np.testing.assert_allclose(turned.normal, np.einsum("fij,fhj->fhi", R, hinges.normal), atol=1e-9)
+    t = hinges.triples
+    for f, h in zip(*np.nonzero(straight)):
+        a, k, c = (motion[f, t[h, i]] for i in range(3))
+        axis = (c - a) / np.linalg.norm(c - a)
+        side = np.cross(axis, hinges.normal[f, h])                 # where the nearest bent frame has the joint
+        side -= np.dot(side, axis) * axis
+        side /= np.linalg.norm(side)
+        l1, l2 = np.linalg.norm(k - a), np.linalg.norm(c - k)
+        # Bend 40 degrees at the joint, the joint on the wrong side: the chain shortened to fit.
+        d = np.sqrt(l1 ** 2 + l2 ** 2 - 2 * l1 * l2 * np.cos(np.radians(140.0)))
+        x = (l1 ** 2 - l2 ** 2 + d ** 2) / (2 * d)
+        pose = motion[f].copy()
+        pose[t[h, 2]] = a + d * axis
+        pose[t[h, 1]] = a + x * axis - np.sqrt(max(l1 ** 2 - x ** 2, 0.0)) * side
+        out = hinges.limit(pose.copy(), motion, f)
+        assert np.dot(out[t[h, 1]] - a, side) > 0.0, (f, h)
+        np.testing.assert_allclose(np.linalg.norm(out[t[h, 1]] - a), l1)
+
+
 def test_a_hinge_override_switches_it_off():
     skel, roles, motion, V, T = _scene("ue", "bent", frames=60)
     binding = bind(skel, motion, TriMesh(V, T))

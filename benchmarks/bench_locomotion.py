@@ -46,14 +46,9 @@ def quality(name, carpet, path, terrain, fps=30.0, circle=None, **options):
     P, held = r.positions[0], ~np.isnan(r.pins[0, ..., 0])
     played = carpet.layout(r.clip_frames.max() + 1).binding.motion[r.clip_frames[0]]
     ground = Terrain(terrain)
-    gap = slide = 0.0
+    gap, slide = held_gap(carpet, P, held, played, ground), 0.0
     for j in carpet.standing.tolist():
-        h = held[:, j]
-        if not h.any():
-            continue
-        z, _ = ground.heights(P[:, j, :2], P[:, j, 2])
-        gap = max(gap, float(np.abs(P[h, j, 2] - z[h] - played[h, j, 2]).max()))
-        both = h[1:] & h[:-1]
+        both = held[1:, j] & held[:-1, j]
         if both.any():
             slide = max(slide, float(np.linalg.norm(np.diff(P[:, j, :2], axis=0), axis=1)[both].max()) * fps)
     root = P[:, carpet.root]
@@ -73,6 +68,18 @@ def quality(name, carpet, path, terrain, fps=30.0, circle=None, **options):
     return (f"| {name} | {P.shape[0]} | {held.any(axis=1).mean():.2f} | {100 * gap:.2f} | {100 * slide:.2f} "
             f"| {100 * off:.1f} | {step / src_step:.2f} | {bend:.1f} | {1000 * np.abs(bones - src).max():.1f} "
             f"| {100 * spacing:.0f} % | {len(r.warnings)} | {seconds:.2f} |")
+
+
+def held_gap(carpet, P, held, played, ground):
+    """The largest distance (m) of a held standing joint of poses ``P`` (F,J,3) (``held`` (F,J))
+    from the terrain under it plus its height in the ``played`` source."""
+    gap = 0.0
+    for j in carpet.standing.tolist():
+        h = held[:, j]
+        if h.any():
+            z, _ = ground.heights(P[h, j, :2], P[h, j, 2])
+            gap = max(gap, float(np.abs(P[h, j, 2] - z - played[h, j, 2]).max()))
+    return gap
 
 
 def feet_of(carpet, r, c, path, ground, played_all, fps):
@@ -214,11 +221,10 @@ def signed_offset(points, line):
 def crowd_quality(carpet, r, paths, terrain, fps=30.0, alone=None):
     """The crowd walk ``r`` judged on every character (issue 35: "quality unchanged, the table
     above on every character"): a markdown table of the worst character and the median one for
-    each measure (``feet_of``'s planted samples on the terrain within 2 cm, their slide against the
-    source's; held feet's gap to the terrain; the root off its path beyond the
-    source's own sway; the largest joint step over the source's; bone deviation; no path coverage: the
-    crowd's paths are longer than its frames), and with
-    ``alone`` (a walk of each character by itself) the largest difference from it."""
+    each measure (``feet_of``'s planted samples on the terrain within 2 cm and their slide against
+    the source's; ``held_gap``; the root off its path beyond the source's own sway; the largest joint
+    step over the source's; bone deviation; no path coverage: the crowd's paths are longer than its
+    frames), and with ``alone`` (a walk of each character by itself) the largest difference from it."""
     ground = Terrain(terrain)
     played_all = carpet.extended(int(r.clip_frames.max()) + 1)
     sk = carpet.skeleton
@@ -229,13 +235,7 @@ def crowd_quality(carpet, r, paths, terrain, fps=30.0, alone=None):
         n = int(r.path_frames[c])
         e, _, slide, src_slide, _ = feet_of(carpet, r, c, path, ground, played_all, fps)
         P, played = r.positions[c, :n], played_all[r.clip_frames[c, :n]]
-        held = ~np.isnan(r.pins[c, :n, :, 0])
-        gap = 0.0
-        for j in carpet.standing.tolist():
-            h = held[:, j]
-            if h.any():
-                z, _ = ground.heights(P[h, j, :2], P[h, j, 2])
-                gap = max(gap, float(np.abs(P[h, j, 2] - z - played[h, j, 2]).max()))
+        gap = held_gap(carpet, P, ~np.isnan(r.pins[c, :n, :, 0]), played, ground)
         off = np.abs(signed_offset(P[:, carpet.root, :2], path[:, :2]) - played[:, carpet.root, 1]).max()
         bones = np.linalg.norm(P[:, 1:] - P[:, sk.parents[1:]], axis=-1)
         rows["on"].append(100 * (e <= 0.02).mean())
@@ -357,7 +357,7 @@ def main(argv=None):
                   "(the quality table's measures):")
             print()
             alone = last.get("alone") if len(last.get("alone") or ()) == C else None
-            print(crowd_quality(carpet, last["crowd"], [p for p in paths], terrain, alone=alone))
+            print(crowd_quality(carpet, last["crowd"], paths, terrain, alone=alone))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Side views of one crowd character's first ten frames, walked by two trees: issue 35's benchmark
-crowd (100 characters x 1000 frames over hills, ``bench_crowd_ab.crowd``'s layout), character 28
+crowd (100 characters x 1000 frames over hills, ``bench_crowd_ab.crowd_scene``), character 28
 (clip offset 16: its left leg straight in the source) walked alone (it walks the same in the
 crowd). Top row BEFORE, bottom row AFTER; the left leg red, the terrain under the character grey.
 Written as a PNG with no plotting library.
@@ -19,23 +19,18 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_crowd_ab import crowd_scene  # noqa: E402
 from bench_live_ab import load  # noqa: E402
 
 WIDTH, HEIGHT, SCALE = 1400, 600, 140.0          # pixels; pixels a metre
 
 
 def first_frames(pkg, character=28, frames=12, count=100, length_frames=1000):
-    core, S, loco = pkg["core"], pkg["synthetic"], pkg["locomotion"]
-    skel, motion = S.walk(150)
-    carpet = loco.bind_carpet(skel, motion)
-    length = length_frames * carpet.speed + 1.0
-    width = count * 0.5 + 10.0
-    terrain = core.TriMesh(*S.grid(length + 6.0, width, 250, 100, origin=(-3.0, -width / 2),
-                                   height=S.hills(0.15, 3.0)))
-    paths = loco.lateral_paths(np.array([[0.0, 0.0, 0.0], [length, 0.0, 0.0]]), count, 0.5)
-    offsets = (np.arange(count) * 7) % 30
+    carpet, paths, terrain, offsets = crowd_scene(pkg["core"], pkg["synthetic"], pkg["locomotion"], count,
+                                                  length_frames)
+    loco = pkg["locomotion"]
     positions = loco.walk(carpet, [paths[character]], terrain, [offsets[character]], frames=frames).positions[0]
-    return skel, positions, loco.Terrain(terrain)
+    return carpet.skeleton, positions, loco.Terrain(terrain)
 
 
 def draw(rows):

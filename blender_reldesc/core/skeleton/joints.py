@@ -312,6 +312,8 @@ class Hinges:
         want = _unit(cross(axis, n_want))                    # the side the knee should be on
         side = dot(k - a, want)
         flip = side < 0
+        if not flip.any():
+            return p
         straight = flip & self.straight[f[si], hi]
         if straight.any():
             # Where the source holds the limb straight, only a pose bent clearly the wrong way is

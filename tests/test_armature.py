@@ -4,7 +4,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from blender_reldesc.core.skeleton.armature import (adapted_pose, basis_from_pose, euler_from_quat, joint_layout,
-                                           polar, pose_from_basis, split_basis)
+                                           polar, pose_from_basis, sign_continuous, split_basis)
 from blender_reldesc.core.skeleton.rotations import matrix_from_quat
 
 
@@ -170,3 +170,38 @@ def test_kabsch_by_newton_steps_agrees_with_the_svd():
         np.testing.assert_allclose(np.linalg.det(got), 1.0, atol=1e-12)
     # Batched shapes are kept.
     assert kabsch(u.reshape(30, 10, 6, 3), v.reshape(30, 10, 6, 3)).shape == (30, 10, 3, 3)
+
+
+def _sign_continuous_frame_by_frame(q):
+    """The rule itself: each frame negated where its dot with the frame before, as already
+    signed, is negative."""
+    q = q.copy()
+    for f in range(1, len(q)):
+        q[f, np.einsum("bk,bk->b", q[f], q[f - 1]) < 0] *= -1
+    return q
+
+
+def test_sign_continuous_is_the_frame_by_frame_rule():
+    # The array version (a running product of signs, started again where a dot is 0 or NaN)
+    # against the rule applied frame by frame: random signs, a zero quaternion, a NaN frame,
+    # quaternions at right angles (dot exactly 0), one frame, none.
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        F, B = int(rng.integers(4, 50)), int(rng.integers(1, 5))
+        q = rng.normal(size=(F, B, 4))
+        q /= np.linalg.norm(q, axis=-1, keepdims=True)
+        q *= rng.choice([-1.0, 1.0], size=(F, B, 1))
+        if trial % 3 == 0:
+            q[2, 0] = 0.0
+        if trial % 4 == 0:
+            q[F // 2, -1] = np.nan
+        if trial % 5 == 0:
+            q[1, 0], q[2, 0], q[3, 0] = [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, -1, 0]
+        got, want = sign_continuous(q), _sign_continuous_frame_by_frame(q)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.nan_to_num(got), np.nan_to_num(want))
+        assert np.all(np.einsum("fbk,fbk->fb", got[1:], got[:-1])[~np.isnan(got[1:, :, 0]) & ~np.isnan(got[:-1, :, 0])]
+                      >= 0)
+    for F in (0, 1):
+        q = rng.normal(size=(F, 2, 4))
+        np.testing.assert_array_equal(sign_continuous(q), q)

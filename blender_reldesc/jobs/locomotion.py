@@ -21,7 +21,7 @@ from ..adapter import SceneError
 from ..core import TriMesh
 from ..core.locomotion import bind_carpet, lateral_paths, walk
 from ..core.skeleton.armature import (adapted_pose, axis_angle_from_quat, basis_from_pose, euler_from_quat,
-                                     joint_layout, sign_continuous, split_basis)
+                                     joint_layout, split_basis)
 
 #: Fraction of the gait cycle between neighbours of a crowd (the golden ratio's: never in step).
 CROWD_STAGGER = 0.618034
@@ -94,8 +94,7 @@ class WalkJob:
         minv = np.linalg.inv(self.matrix)
         adapted = self.result.positions[c] @ minv[:3, :3].T + minv[:3, 3]
         pose = adapted_pose(self.skeleton, self.head_joint, original, adapted, self.pose[src])
-        quats, locs = split_basis(basis_from_pose(rig.rest, rig.parents, pose))
-        quats = sign_continuous(quats)
+        quats, locs = split_basis(basis_from_pose(rig.rest, rig.parents, pose))    # sign-continuous
         out = []
         for b, mode in enumerate(rig.rotation_modes):
             if mode == 'QUATERNION':

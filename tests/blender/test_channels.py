@@ -159,3 +159,36 @@ def test_a_linear_curve_written_without_handles_is_the_curve_written_with_them(h
             np.testing.assert_array_equal(lean[k], whole[k], err_msg=k)
     finally:
         prefs.keyframe_new_handle_type = before
+
+
+@pytest.mark.parametrize("handles", ["AUTO_CLAMPED", "VECTOR"])
+def test_an_action_written_without_handles_is_the_action_written_with_them(handles):
+    # write_action (a walk's characters, a retarget) skips the handles and easing of its linear
+    # keys as the bake does: every key attribute of every curve reads as when all are written.
+    from blender_reldesc import demo
+    prefs = bpy.context.preferences.edit
+    before = prefs.keyframe_new_handle_type
+    prefs.keyframe_new_handle_type = handles
+    try:
+        arm = demo.build_armature("HandleProbeRig")
+        rig = adapter.rig.read_rig(arm)
+        rng = np.random.default_rng(5)
+        q = rng.normal(size=(30, 4))
+        channels = [(0, "rotation_quaternion", q / np.linalg.norm(q, axis=1, keepdims=True)),
+                    (0, "location", np.cumsum(rng.normal(size=(30, 3)), axis=0)),
+                    (1, "rotation_euler", rng.normal(size=(30, 3)))]
+        frames = np.arange(1.0, 31.0)
+        action = adapter.write_action(arm, "HandleProbe", frames, rig, channels)
+        bag = action.layers[0].strips[0].channelbag(action.slots[0])
+        assert len(bag.fcurves) == 10
+        full = bpy.data.actions.new("HandleProbeFull")
+        _, full_bag = adapter._channelbag(full, arm)
+        for fc in bag.fcurves:
+            values = np.array([fc.evaluate(f) for f in frames])
+            ref = full_bag.fcurves.new(fc.data_path, index=fc.array_index)
+            adapter._fill(ref, adapter._curve_keys(adapter.Curve(fc.data_path, fc.array_index, "", frames, values)))
+            lean, whole = adapter._keys_of(fc), adapter._keys_of(ref)
+            for k in whole:
+                np.testing.assert_array_equal(lean[k], whole[k], err_msg=f"{fc.data_path}[{fc.array_index}] {k}")
+    finally:
+        prefs.keyframe_new_handle_type = before

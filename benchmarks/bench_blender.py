@@ -1,7 +1,9 @@
 """Blender-level benchmark: end-to-end bake and live preview, against nla.bake.
 
 Run with ``.venv/bin/python benchmarks/bench_blender.py`` (the bpy wheel); ``--pair``: only the
-live preview of a bound pair against one character's.
+live preview of a bound pair against one character's; ``--walk``: only the viewport's Walk (the
+``reldesc.walk`` job) of crowds of 10 and 100 characters x about 1000 frames, phase by phase (the
+walk itself, the keys' rotations, writing the actions), medians of 3.
 Scenes: the generated humanoid walking 1000 frames over a 10k-triangle
 terrain, and the real walk clip (imported with Blender's BVH importer) when
 ``shared/data/real`` is present. The baseline, measured in the same run, is
@@ -211,8 +213,48 @@ def pair_live(frames=120):
               f"| {1000 * pair[2]:.0f} | {1000 * one[0]:.1f} | {pair[0] / one[0]:.1f} |")
 
 
+def walk_phases(characters, frames=1000, repeat=3):
+    """The viewport's Walk of ``characters`` 0.5 m apart along a straight path over about 50k
+    triangles of 35 cm hills (``demo.build_crowd_scene``'s walker): medians of ``repeat`` runs of
+    (frames walked, walk s, keys s (each bone's rotation from the positions), write s (the
+    characters' objects and actions), total s). Each run on a fresh scene."""
+    from blender_reldesc import demo
+    from blender_reldesc.jobs.locomotion import WalkJob
+    runs = []
+    for _ in range(repeat):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        scene, arm, env, curve = demo.build_crowd_scene(frames=150, size=(frames * 0.045 + 8.0, 0.5 * characters + 10.0),
+                                                        cells=(200, 120))
+        bpy.data.objects.remove(curve)
+        t = np.linspace(0.0, 1.0, 30)
+        curve = demo.curve_object("Path", np.c_[frames * 0.043 * t, np.zeros_like(t), np.zeros_like(t)],
+                                  scene.collection)
+        t0 = time.perf_counter()
+        job = WalkJob(scene, arm, env.name, curve.name, "", characters, 0.5, warn=lambda *a: None)
+        job.read()
+        t1 = time.perf_counter()
+        job.compute()
+        t2 = time.perf_counter()
+        report = job.write()
+        t3 = time.perf_counter()
+        walked = job.result.seconds["total"]
+        runs.append((report["frames"], walked, t2 - t1 - walked, t3 - t2, t3 - t0))
+    return tuple(statistics.median(r[k] for r in runs) for k in range(5))
+
+
 def main():
     blender_reldesc.register()
+    if "--walk" in sys.argv:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Blender {bpy.app.version_string} "
+              f"(bpy wheel), numpy {np.__version__}")
+        print()
+        print("| characters | frames | walk s | keys s | write s | total s | character-frames / s (total) |")
+        print("|" + "---|" * 7)
+        for C in (10, 100):
+            F, walk_s, keys_s, write_s, total = walk_phases(C)
+            print(f"| {C} | {F:.0f} | {walk_s:.2f} | {keys_s:.2f} | {write_s:.2f} | {total:.2f} | {C * F / total:.0f} |")
+        sys.stdout.flush()
+        os._exit(0)
     if "--pair" in sys.argv:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Blender {bpy.app.version_string} "
               f"(bpy wheel), numpy {np.__version__}")

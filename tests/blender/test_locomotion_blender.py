@@ -94,6 +94,36 @@ def test_walking_again_replaces_the_characters(crowd_scene):
     assert bpy.data.actions["Walk"].users >= 1
 
 
+def test_walk_progress_covers_the_keys_and_a_cancel_there_changes_nothing(crowd_scene):
+    # The viewport's progress bar and Esc: the job reports the walk, then each character's keys
+    # (a third of a large crowd's time), and a cancel while keying leaves the scene as it was.
+    from blender_reldesc.core import Cancelled
+    from blender_reldesc.jobs import locomotion
+    scene, arm, env, curve = crowd_scene
+    source = arm.animation_data.action
+    heard = []
+
+    def record(done, total):
+        heard.append(done / total)
+        return True
+
+    job = locomotion.WalkJob(scene, arm, env.name, curve.name, "", 3, 1.0, warn=lambda *a: None)
+    job.read()
+    job.compute(record)
+    assert heard == sorted(heard) and heard[-1] == 1.0
+    keying = [f for f in heard if f > locomotion.WALK_SHARE]
+    assert len(keying) >= 2                                  # the keys' part, character by character
+    assert max(f for f in heard[:len(heard) - len(keying)]) <= locomotion.WALK_SHARE
+
+    objects, actions = set(bpy.data.objects.keys()), set(bpy.data.actions.keys())
+    job = locomotion.WalkJob(scene, arm, env.name, curve.name, "", 3, 1.0, warn=lambda *a: None)
+    job.read()
+    with pytest.raises(Cancelled, match="keying character 2 of 3"):
+        job.compute(lambda done, total: done / total <= locomotion.WALK_SHARE + 0.1)
+    assert set(bpy.data.objects.keys()) == objects and set(bpy.data.actions.keys()) == actions
+    assert "Walker walk" not in bpy.data.collections and arm.animation_data.action == source
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(crowd=0), "crowd count is 0"),
     (dict(path="Nope"), "no object named 'Nope'"),

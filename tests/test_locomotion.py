@@ -538,3 +538,56 @@ def test_every_convention_walks_and_runs_with_its_feet_on_hills(convention, gait
     for c, path in enumerate(paths):
         stop = r.positions[c, int(r.path_frames[c]) - 1, carpet.root, :2]
         assert np.linalg.norm(stop - path[-1, :2]) <= 0.5 * stride + 0.1, (convention, gait, c)
+
+
+def _heights_brute_force(mesh, xy, near):
+    """Every triangle against every point, with ``Terrain.heights``' own hit test: the height and
+    slope of the hit nearest ``near``, the lowest triangle index among equals."""
+    v, t = mesh.frame(0), mesh.triangles
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    area = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+    scale = float(np.ptp(v[:, :2], axis=0).max())
+    ok = np.abs(area) > 1e-12 * scale * scale
+    a, b, c, area = a[ok], b[ok], c[ok], area[ok]
+    out, slope = np.full(len(xy), np.nan), np.zeros((len(xy), 2))
+    for i, p in enumerate(xy):
+        w1 = ((b[:, 0] - p[0]) * (c[:, 1] - p[1]) - (b[:, 1] - p[1]) * (c[:, 0] - p[0])) / area
+        w2 = ((c[:, 0] - p[0]) * (a[:, 1] - p[1]) - (c[:, 1] - p[1]) * (a[:, 0] - p[0])) / area
+        w3 = 1.0 - w1 - w2
+        hit = np.flatnonzero((w1 >= -1e-9) & (w2 >= -1e-9) & (w3 >= -1e-9))
+        if not hit.size:
+            continue
+        z = (w1 * a[:, 2] + w2 * b[:, 2] + w3 * c[:, 2])[hit]
+        k = hit[np.argmin(np.abs(z - near[i]))] if hit.size > 1 else hit[0]
+        out[i] = z[list(hit).index(k)]
+        n = np.cross(b[k] - a[k], c[k] - a[k])
+        slope[i] = -n[:2] / n[2]
+    return out, slope
+
+
+@pytest.mark.parametrize("shape", ["long thin triangles", "a bridge over a valley", "mixed sizes"])
+def test_terrain_heights_are_every_triangle_tested(shape):
+    # The cell grid only picks candidates: heights, hits and slopes are those of testing every
+    # triangle (points inside, outside, on vertices and edges; several surfaces over a point).
+    rng = np.random.default_rng(7)
+    if shape == "long thin triangles":
+        mesh = TriMesh(*S.grid(6.0, 9.0, 60, 15, origin=(-1.0, -4.5), height=S.hills(0.3, 2.0)))
+    elif shape == "a bridge over a valley":
+        v1, t1 = S.grid(6.0, 6.0, 12, 12, origin=(-3.0, -3.0), height=lambda x, y: -0.5 * np.cos(x))
+        v2, t2 = S.grid(6.0, 1.0, 24, 2, origin=(-3.0, -0.5), height=lambda x, y: 0.4 + 0.0 * x)
+        mesh = TriMesh(np.r_[v1, v2], np.r_[t1, t2 + len(v1)])
+    else:
+        v, t = S.grid(4.0, 4.0, 8, 8, origin=(-2.0, -2.0), height=S.hills(0.2, 1.5))
+        fine, ft = S.grid(1.0, 1.0, 40, 40, origin=(-0.5, -0.5), height=lambda x, y: 0.5 + 0.1 * x)
+        mesh = TriMesh(np.r_[v, fine], np.r_[t, ft + len(v)])
+    v = mesh.frame(0)
+    lo, hi = v[:, :2].min(axis=0), v[:, :2].max(axis=0)
+    xy = np.r_[rng.uniform(lo - 0.3, hi + 0.3, size=(400, 2)), v[rng.choice(len(v), 60), :2],
+               0.5 * (v[mesh.triangles[:40, 0], :2] + v[mesh.triangles[:40, 1], :2])]
+    near = rng.uniform(-1.0, 1.0, len(xy))
+    got, found, slope = Terrain(mesh).heights(xy, near, gradient=True)
+    want, want_slope = _heights_brute_force(mesh, xy, near)
+    np.testing.assert_array_equal(found, ~np.isnan(want))
+    np.testing.assert_array_equal(got[found], want[found])
+    np.testing.assert_allclose(slope[found], want_slope[found], rtol=0, atol=1e-12)
+    assert found.sum() > 300

@@ -82,13 +82,16 @@ class Terrain:
         lo = np.minimum(np.minimum(self.a, self.b), self.c)[:, :2]
         hi = np.maximum(np.maximum(self.a, self.b), self.c)[:, :2]
         self.bounds = (lo.min(axis=0), hi.max(axis=0))
-        # A dense 2-D grid of cells about a triangle wide; each triangle listed in the cells its
-        # box covers (CSR), so a point's candidates are one slice away.
-        ext = float(np.median((hi - lo).max(axis=1)))
+        # A dense 2-D grid of cells half a triangle wide and half a triangle deep (x and y sized
+        # apart: square cells sized by the long side of triangles three times as deep as wide
+        # made each height 2.6x slower); each triangle listed in the cells its box covers (CSR),
+        # so a point's candidates are one slice away. Every triangle under a point is among them
+        # in any grid, in index order, so the cells change nothing but the time (test).
+        ext = np.median(hi - lo, axis=0)
         span = self.bounds[1] - self.bounds[0]
-        cell = max(0.5 * ext, float(span.max()) / 8192.0, 1e-12)
+        cell = np.maximum(np.maximum(0.5 * ext, float(span.max()) / 8192.0), 1e-12)
         while np.prod(np.floor(span / cell) + 1) > 8 * len(lo) + 4096:
-            cell *= 1.5
+            cell = cell * 1.5
         self.cell, self.origin = cell, self.bounds[0]
         self.shape = (np.floor(span / cell) + 1).astype(np.int64)
         i0 = np.floor((lo - self.origin) / cell).astype(np.int64)

@@ -210,13 +210,13 @@ def feet_table(carpet):
         from bvh import read_bvh
         names, parents, m, fps = read_bvh(str(INPLACE), scale=1.0)
         for a in (0, 1500):
+            label = f"real in-place clip (frames {a}-{a + 299})"
             try:
-                feet_on_hills(f"real in-place clip (frames {a}-{a + 299})",
-                              bind_carpet(Skeleton(names, parents), m[a:a + 300], ground=float(m[:, :, 2].min())),
-                              fps, rows)
+                standing = bind_carpet(Skeleton(names, parents), m[a:a + 300], ground=float(m[:, :, 2].min()))
             except InputError as e:
-                rows.append(f"| real in-place clip (frames {a}-{a + 299}) | refused by bind_carpet: {e} "
-                            "| | | | | | | | | |")
+                rows.append(f"| {label} | refused by bind_carpet: {e} | | | | | | | | | |")
+                continue
+            feet_on_hills(label, standing, fps, rows)
     print()
     print("| clip | path | frames walked | path covered | planted samples | on the terrain (2 cm) | median error cm "
           "| slide m/s (ours / source) | pinned | unpinned on the terrain | warnings |")

@@ -80,19 +80,21 @@ class WalkJob:
         self.carpet = carpet = bind_carpet(self.skeleton, self.joints)
         C = len(self.polylines)
         offsets = (np.arange(C) * CROWD_STAGGER % 1.0) * carpet.period if C > 1 else None
-        walking = None if progress is None else (lambda done, total: progress(
-            round(PROGRESS_STEPS * WALK_SHARE * done / max(total, 1)), PROGRESS_STEPS))
+
+        def report(fraction):
+            """Tell ``progress`` how far the job is; False when it asks to cancel."""
+            return progress is None or progress(round(PROGRESS_STEPS * fraction), PROGRESS_STEPS) is not False
+
+        walking = None if progress is None else (lambda done, total: report(WALK_SHARE * done / max(total, 1)))
         self.result = walk(carpet, self.polylines, self.mesh, offsets, progress=walking, workers=self.workers)
         for w in self.result.warnings:
             self.warn(w)
         self.keys = []
         for c in range(C):
-            if progress is not None and progress(round(PROGRESS_STEPS * (WALK_SHARE + (1.0 - WALK_SHARE) * c / C)),
-                                                 PROGRESS_STEPS) is False:
+            if not report(WALK_SHARE + (1.0 - WALK_SHARE) * c / C):
                 raise Cancelled(f"cancelled while keying character {c + 1} of {C}")
             self.keys.append(self._channels(c))
-        if progress is not None:
-            progress(PROGRESS_STEPS, PROGRESS_STEPS)
+        report(1.0)
         self.compute_seconds = time.perf_counter() - t0
 
     def _source_frames(self, played):

@@ -196,9 +196,8 @@ def sign_continuous(q):
     run = np.cumprod(step, axis=0)                          # +-1: exact
     # Divided by (here: times, as it is +-1) the running product at the last restart.
     last = np.maximum.accumulate(np.where(restart, np.arange(len(d))[:, None], -1), axis=0)
-    at = np.take_along_axis(run, np.maximum(last, 0), axis=0)
-    sign = np.where(last >= 0, run * at, run)
-    q[1:] *= sign[..., None]
+    at = np.where(last >= 0, np.take_along_axis(run, np.maximum(last, 0), axis=0), 1.0)
+    q[1:] *= (run * at)[..., None]
     return q
 
 
